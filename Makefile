@@ -1,0 +1,37 @@
+# Quickstart: `make demo` (whole pipeline on bundled data, tiny model, CPU) and `make test`.
+# Both create .venv at the repo root, install the project (editable), make sure a Docker engine answers
+# (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KLEAR := $(VENV)/bin/klear
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup docker sandbox-image bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+docker:
+	@bash scripts/ensure-docker.sh
+
+sandbox-image: setup docker
+	@if $(KLEAR) sandbox --help >/dev/null 2>&1; then $(KLEAR) sandbox build; fi
+
+demo: sandbox-image
+	$(KLEAR) demo
+
+test: sandbox-image
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) bench/curate.py
+
+clean:
+	rm -rf $(VENV) klear-store .pytest_cache

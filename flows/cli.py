@@ -1,0 +1,173 @@
+"""`klear` — the command line. Each command validates its input, then runs the stage's Prefect flow
+(an ephemeral Prefect server when PREFECT_API_URL is unset, else the configured one)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from flows.cli_common import UserError, parse_pairs, quiet_prefect_defaults
+
+app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console(stderr=False)
+
+StoreOpt = typer.Option(None, "--store", help="Store directory (default $KLEAR_STORE or ./klear-store)")
+
+
+def _check_source_path(flag: str, name: str, path: str) -> None:
+    from tasks.curation.sources import SourceError, source_kind
+    from storage import paths
+
+    try:
+        kind = source_kind(path)
+    except SourceError as e:
+        raise UserError(f"{flag} {name}={path}: {str(e).split(': ', 1)[1]}") from None
+    if kind == "hf":
+        return
+    if not paths.exists(path):
+        raise UserError(f"{flag} {name}={path}: no such file")
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+        try:
+            with paths.open_binary(path) as f:
+                pq.read_metadata(f)
+        except Exception as e:
+            raise UserError(f"{flag} {name}={path}: not a readable Parquet file ({type(e).__name__})") from None
+
+
+def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], layouts: dict[str, str],
+                        maps: list[str], domains: dict[str, str], **params):
+    from tasks.curation.config import CurateConfig
+
+    field_maps: dict[str, dict[str, str]] = {}
+    for m in maps:
+        lhs, ok, canon = m.partition("=")
+        src, dot, field = lhs.partition(".")
+        if not (ok and dot and src and field and canon):
+            raise UserError(f"--map {m!r}: expected SOURCE.FIELD=CANONICAL_FIELD")
+        field_maps.setdefault(src, {})[field] = canon
+    for flag, d in (("--layout", layouts), ("--map", field_maps), ("--domain", domains)):
+        for src in d:
+            if src not in sources:
+                raise UserError(f"{flag} names source {src!r}, which no --source defines")
+    for name, path in sources.items():
+        _check_source_path("--source", name, path)
+    for name, path in benchmarks.items():
+        _check_source_path("--benchmark", name, path)
+    try:
+        return CurateConfig(
+            sources=[{"name": n, "path": p, "layout": layouts.get(n, "canonical"),
+                      "field_map": field_maps.get(n, {}), "domain": domains.get(n)} for n, p in sources.items()],
+            benchmarks=benchmarks, **params)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"{where}: {err['msg']}") from None
+
+
+def print_curation_summary(version: dict, store_root: str) -> None:
+    from storage.store import Store
+
+    counts, by_source = version["counts"], version["inputs"].get("by_source", {})
+    scores = version["inputs"].get("source_scores", {})
+    reasons = [k for k in counts if k != "kept"]
+    table = Table(title=f"dataset {version['id']}: rows in = kept + dropped")
+    for col in ["source", "score", "rows in", "kept", *reasons]:
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for src, c in by_source.items():
+        table.add_row(src, f"{scores.get(src, 0):.2f}", str(c["rows_in"]), str(c["kept"]), *(str(c.get(r, 0)) for r in reasons))
+    table.add_row("TOTAL", "", str(version["rows_in"]), str(counts["kept"]), *(str(counts[r]) for r in reasons), style="bold")
+    console.print(table)
+    console.print(f"catalog: {Store(store_root).catalog_path}  (views: problems, dropped; table: datasets)")
+
+
+@app.command()
+def curate(
+    source: list[str] = typer.Option(..., "--source", help="NAME=PATH (.jsonl, .parquet or hf:DATASET[:SPLIT]); repeat"),
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", help="NAME=PATH of a benchmark to decontaminate against; repeat"),
+    store: Optional[str] = StoreOpt,
+    layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (canonical, apps, numina)"),
+    map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem"),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", help="NAME=math|code default domain of a source's rows"),
+    near_threshold: float = typer.Option(0.8, help="Jaccard threshold for near duplicates"),
+    num_perm: int = typer.Option(128, help="MinHash permutations"),
+    shingle: int = typer.Option(5, help="Words per near-duplicate shingle"),
+    ngram: int = typer.Option(9, help="Contamination n-gram length in words (paper: 9)"),
+    top_sources: Optional[int] = typer.Option(None, "--top-sources", help="Keep only the K best-scoring sources"),
+    seed: int = typer.Option(0, help="Seed for MinHash permutations"),
+) -> None:
+    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows."""
+    from storage.store import resolve_store
+
+    config = build_curate_config(
+        parse_pairs(source, "--source"), parse_pairs(benchmark, "--benchmark"), parse_pairs(layout, "--layout"),
+        list(map_ or []), parse_pairs(domain, "--domain"),
+        near_dup_threshold=near_threshold, near_dup_num_perm=num_perm, near_dup_shingle=shingle, ngram=ngram,
+        top_sources=top_sources, seed=seed, store=resolve_store(store))
+    quiet_prefect_defaults()
+    from flows.curate import curate as curate_flow
+
+    version = curate_flow(config)
+    print_curation_summary(version, config.store)
+
+
+@app.command()
+def demo(store: Optional[str] = StoreOpt) -> None:
+    """Run the pipeline on the bundled demo data (tiny model, CPU)."""
+    from storage.store import Store, resolve_store
+    from tasks.curation.demo_data import write_demo_sources
+
+    root = resolve_store(store)
+    files = write_demo_sources(Path(Store(root).path("demo-data")))
+    config = build_curate_config(
+        {k: str(v) for k, v in files.sources.items()}, {k: str(v) for k, v in files.benchmarks.items()},
+        {}, [], {}, store=root)
+    quiet_prefect_defaults()
+    from flows.curate import curate as curate_flow
+
+    version = curate_flow(config)
+    print_curation_summary(version, root)
+    console.print(f"demo data: {Store(root).path('demo-data')}")
+    console.print("query: duckdb " + Store(root).catalog_path +
+                  " -c \"select reason, count(*) from dropped group by 1\"")
+
+
+def _register_optional() -> None:
+    try:
+        from flows import verify_cli
+    except ImportError:
+        return
+    verify_cli.register(app)
+
+
+_register_optional()
+
+
+def main() -> None:
+    try:
+        rv = app(standalone_mode=False)
+    except UserError as e:
+        e.show()
+        sys.exit(2)
+    except click.UsageError as e:
+        cmd = e.ctx.command_path if e.ctx else "klear"
+        print(f"{cmd}: error: {e.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        print("klear: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as e:
+        print(f"klear: error: {e.format_message()}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""Shared CLI plumbing: user errors are one line on stderr and exit 2, never a traceback."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+
+class UserError(click.ClickException):
+    """A bad invocation or bad input file: printed as one line, exit code 2."""
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: D401 - click API
+        print(f"klear: error: {self.format_message()}", file=file or sys.stderr)
+
+
+def parse_pairs(values: list[str] | None, flag: str, sep: str = "=") -> dict[str, str]:
+    """`NAME=VALUE` options → dict, in the order given; a malformed or repeated NAME is a UserError."""
+    out: dict[str, str] = {}
+    for v in values or []:
+        name, ok, value = v.partition(sep)
+        if not ok or not name.strip() or not value.strip():
+            raise UserError(f"{flag} {v!r}: expected NAME{sep}VALUE")
+        if name in out:
+            raise UserError(f"{flag} {v!r}: {name!r} given twice")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def quiet_prefect_defaults() -> None:
+    """Keep a CLI run's Prefect noise down unless the user configured Prefect themselves."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

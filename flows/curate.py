@@ -1,0 +1,23 @@
+"""The `curate` flow: sources → canonical rows → dedup → near-dedup → decontamination → dataset version."""
+from __future__ import annotations
+
+from prefect import flow
+
+from storage.store import Store
+from tasks.curation.config import CurateConfig
+from tasks.curation.prefect_tasks import (curate_dataset_task, plan_curation_task, publish_dataset_task,
+                                          report_curation_task)
+
+
+@flow(name="curate", log_prints=True)
+def curate(config: CurateConfig) -> dict:
+    """Curate the sources into a content-addressed dataset version and publish it in the catalog.
+
+    Re-running with the same inputs and parameters finds the version (Prefect cache, then the store)
+    and changes nothing."""
+    version_id, inputs = plan_curation_task(config)
+    missing = not Store(config.store).has_version(version_id)
+    version = curate_dataset_task.with_options(refresh_cache=missing)(config, version_id, inputs)
+    publish_dataset_task(config.store, version_id)
+    report_curation_task(version, config.store)
+    return version

@@ -1,0 +1,178 @@
+"""The curation pipeline as pure steps (no Prefect). Each input row ends in exactly one place:
+`problems`, or `dropped` with one reason. Steps, in order:
+
+1. ingest      every source row → canonical Problem, or dropped `malformed` (schema.py rules)
+2. top sources with --top-sources K, rows of the other sources → dropped `excluded_source`
+3. exact dedup same domain + normalised problem as an earlier row → `duplicate` (detail: kept row's id)
+4. near dedup  MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
+5. decontam    shares an n-gram (default 9 words) with a benchmark problem → `contaminated`
+
+Earlier sources (in the order given) and earlier rows win: they are the ones kept.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.curation.config import CurateConfig
+from tasks.curation.decontaminate import DecontamConfig, find_contamination
+from tasks.curation.exact_dedup import exact_duplicate_of
+from tasks.curation.layouts import apply_layout
+from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
+from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
+from tasks.curation.source_quality import score_sources, top_sources
+from tasks.curation.sources import RawRow, SourceError, read_source
+
+log = logging.getLogger(__name__)
+
+REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated")
+
+
+@dataclass
+class CurationResult:
+    problems: pa.Table
+    dropped: pa.Table
+    rows_in: int
+    counts: dict[str, int]                     # "kept" and one entry per drop reason
+    by_source: dict[str, dict[str, int]]       # the same, per source
+    source_scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Kept:
+    problem: Problem
+    row: int
+
+
+def _raw_text(raw: RawRow) -> str:
+    if raw.raw is not None:
+        return raw.raw
+    v = raw.value
+    if isinstance(v, dict) and isinstance(v.get("problem"), str):
+        return v["problem"]
+    return json.dumps(v, ensure_ascii=False, default=str)
+
+
+def _drop(source: str, row: int, reason: str, detail: str, problem: str, pid: str | None = None) -> dict:
+    return {"source": source, "row": row, "id": pid, "reason": reason, "detail": detail, "problem": problem}
+
+
+def load_benchmarks(benchmarks: dict[str, str]) -> dict[str, list[str]]:
+    """Benchmark problems by name (canonical layout). Unparsable benchmark rows are skipped with a warning;
+    a benchmark with no usable problem is an error (decontaminating against nothing would be silent)."""
+    out = {}
+    for name, path in benchmarks.items():
+        probs, bad = [], 0
+        for raw in read_source(path):
+            v = apply_layout(raw.value, "canonical") if raw.error is None else None
+            if isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip():
+                probs.append(v["problem"])
+            else:
+                bad += 1
+        if bad:
+            log.warning("benchmark %s (%s): skipped %d rows without a problem", name, path, bad)
+        if not probs:
+            raise SourceError(f"{path}: benchmark {name!r} has no rows with a 'problem'")
+        out[name] = probs
+    return out
+
+
+def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> CurationResult:
+    dropped: list[dict[str, Any]] = []
+    valid: dict[str, list[_Kept]] = {}
+    rows_in: dict[str, int] = {}
+
+    # 1. ingest
+    for spec in config.sources:
+        progress(f"reading {spec.name}")
+        kept, n = [], 0
+        for raw in read_source(spec.path):
+            n += 1
+            if raw.error:
+                dropped.append(_drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw)))
+                continue
+            try:
+                p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
+            except Malformed as e:
+                dropped.append(_drop(spec.name, raw.row, "malformed", str(e), _raw_text(raw)))
+                continue
+            kept.append(_Kept(p, raw.row))
+        valid[spec.name], rows_in[spec.name] = kept, n
+
+    # 2. top sources
+    scores = score_sources({k: [x.problem for x in v] for k, v in valid.items()}, rows_in)
+    if config.top_sources is not None and config.top_sources < len(config.sources):
+        chosen = set(top_sources(scores, config.top_sources))
+        ranked = sorted(scores, key=lambda s: -scores[s])
+        for name in list(valid):
+            if name not in chosen:
+                detail = f"source score {scores[name]:.3f} ranked {ranked.index(name) + 1} of {len(ranked)} (top {config.top_sources} kept)"
+                dropped.extend(_drop(name, k.row, "excluded_source", detail, k.problem.problem, k.problem.id)
+                               for k in valid.pop(name))
+    rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
+
+    # 3. exact dedup (same key as the problem id: domain + normalised problem)
+    progress(f"exact dedup of {len(rows)} rows")
+    dup = exact_duplicate_of([f"{k.problem.domain}\0{k.problem.problem}" for k in rows])
+    rows = _split(rows, dup, "duplicate", dropped, lambda kept: f"duplicate of {kept.problem.id} "
+                  f"({kept.problem.source} row {kept.row})")
+
+    # 4. near dedup
+    progress(f"near-duplicate search over {len(rows)} rows")
+    near_cfg = NearDedupConfig(threshold=config.near_dup_threshold, num_perm=config.near_dup_num_perm,
+                               shingle_size=config.near_dup_shingle, seed=config.seed)
+    near = near_duplicate_of([k.problem.problem for k in rows], near_cfg)
+    rows = _split(rows, near, "near_duplicate", dropped, lambda kept: f"near duplicate of {kept.problem.id} "
+                  f"({kept.problem.source} row {kept.row})")
+
+    # 5. decontamination
+    if config.benchmarks:
+        progress(f"decontaminating {len(rows)} rows against {', '.join(config.benchmarks)}")
+        bench = load_benchmarks(config.benchmarks)
+        hits = find_contamination([k.problem.problem for k in rows], bench, DecontamConfig(n=config.ngram))
+        clean = []
+        for k, hit in zip(rows, hits):
+            if hit is None:
+                clean.append(k)
+            else:
+                name, gram = hit
+                dropped.append(_drop(k.problem.source, k.row, "contaminated",
+                                     f"benchmark {name}: shares {config.ngram}-gram {gram!r}",
+                                     k.problem.problem, k.problem.id))
+        rows = clean
+
+    return _result(rows, dropped, rows_in, scores)
+
+
+def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list, detail) -> list[_Kept]:
+    kept = []
+    for k, d in zip(rows, dup_of.tolist()):
+        if d < 0:
+            kept.append(k)
+        else:
+            dropped.append(_drop(k.problem.source, k.row, reason, detail(rows[d]), k.problem.problem, k.problem.id))
+    return kept
+
+
+def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], scores: dict[str, float]) -> CurationResult:
+    order = {name: i for i, name in enumerate(rows_in)}
+    dropped.sort(key=lambda d: (order[d["source"]], d["row"]))
+    counts = {"kept": len(rows), **{r: 0 for r in REASONS}}
+    by_source = {s: {"rows_in": n, "kept": 0, **{r: 0 for r in REASONS}} for s, n in rows_in.items()}
+    for k in rows:
+        by_source[k.problem.source]["kept"] += 1
+    for d in dropped:
+        counts[d["reason"]] += 1
+        by_source[d["source"]][d["reason"]] += 1
+    total = sum(rows_in.values())
+    assert counts["kept"] + len(dropped) == total, "every input row is kept or dropped exactly once"
+    return CurationResult(
+        problems=pa.Table.from_pylist([k.problem.as_row() for k in rows], schema=PROBLEM_SCHEMA),
+        dropped=pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA),
+        rows_in=total, counts=counts, by_source=by_source, source_scores=scores,
+    )

@@ -1,0 +1,68 @@
+import json
+
+import pytest
+
+from tasks.curation.layouts import apply_layout
+from tasks.curation.schema import Malformed, parse_tests, to_problem
+from tasks.curation.textnorm import normalize_text, problem_id
+
+
+def test_id_is_stable_under_case_space_and_nfkc():
+    assert problem_id("math", "Compute  ２+2.") == problem_id("math", " compute 2+2. ")
+    assert problem_id("math", "x") != problem_id("code", "x")
+
+
+def test_normalize_text_casefolds_fully():
+    assert normalize_text("Straße\u00a0\tX") == "strasse x"
+
+
+@pytest.mark.parametrize("row, why", [
+    ([1, 2], "not a JSON object"),
+    ("text", "not a JSON object"),
+    ({"answer": "3"}, "missing 'problem'"),
+    ({"problem": "   "}, "empty 'problem'"),
+    ({"problem": 7}, "problem must be a string"),
+    ({"problem": "p", "domain": "physics"}, "unknown domain"),
+    ({"problem": "p", "tests": "{not json"}, "tests is not valid JSON"),
+    ({"problem": "p", "tests": {"inputs": ["1"], "outputs": []}}, "1 inputs but 0 outputs"),
+    ({"problem": "p", "tests": {"fn_name": "f x", "inputs": [], "outputs": []}}, "fn_name"),
+    ({"problem": "p", "tests": [1]}, "tests must be an object"),
+    ({"problem": "p", "response": ["a"]}, "response must be a string"),
+])
+def test_malformed_rows_give_a_reason(row, why):
+    with pytest.raises(Malformed, match=why):
+        to_problem(row, "s")
+
+
+def test_domain_defaults_and_inference():
+    assert to_problem({"problem": "p"}, "s").domain == "math"
+    assert to_problem({"problem": "p", "tests": {"assert_code": "assert f()"}}, "s").domain == "code"
+    assert to_problem({"problem": "p"}, "s", default_domain="code").domain == "code"
+    assert to_problem({"problem": "p", "domain": " Math "}, "s").domain == "math"
+
+
+def test_tests_three_forms_and_canonical_json():
+    forms = [
+        {"inputs": ["1 2\n"], "outputs": ["3\n"]},
+        {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]},
+        {"assert_code": "assert add(1, 2) == 3"},
+    ]
+    for f in forms:
+        p = to_problem({"problem": "p", "tests": json.dumps(f)}, "s")
+        assert json.loads(p.tests) == f
+    assert parse_tests("") is None
+
+
+def test_numeric_answer_kept_as_text():
+    assert to_problem({"problem": "p", "answer": 42}, "s").answer == "42"
+
+
+def test_layouts_map_common_field_names():
+    row = apply_layout({"question": "Q?", "solution": "S"}, "canonical")
+    assert (row["problem"], row["response"]) == ("Q?", "S")
+    apps = apply_layout({"question": "Q", "solutions": json.dumps(["print(1)"]),
+                         "input_output": json.dumps({"inputs": [""], "outputs": ["1\n"]})}, "apps")
+    p = to_problem(apps, "apps")
+    assert p.domain == "code" and "```python\nprint(1)\n```" in p.response
+    mapped = apply_layout({"q": "Q", "a": 5}, "canonical", {"q": "problem", "a": "answer"})
+    assert to_problem(mapped, "s").answer == "5"

@@ -1,0 +1,70 @@
+import duckdb
+import pyarrow as pa
+
+from storage.keys import hash_json
+from storage.store import DatasetVersion, Store, resolve_store
+
+
+def _version(i="ds-0000000000000001", kept=2):
+    return DatasetVersion(id=i, kind="curate", parameters={"k": 1}, counts={"kept": kept, "malformed": 1},
+                          rows_in=kept + 1, inputs={"x": 1})
+
+
+def _tables(n=2):
+    return {"problems": pa.table({"id": [str(i) for i in range(n)]}),
+            "dropped": pa.table({"reason": ["malformed"]})}
+
+
+def test_resolve_store_prefers_flag_then_env(monkeypatch):
+    monkeypatch.setenv("KLEAR_STORE", "/tmp/envstore")
+    assert resolve_store("/x") == "/x"
+    assert resolve_store(None) == "/tmp/envstore"
+    monkeypatch.delenv("KLEAR_STORE")
+    assert resolve_store(None) == "./klear-store"
+
+
+def test_write_publish_and_query(tmp_path):
+    store = Store(str(tmp_path / "s"))
+    v = store.write_version(_version(), _tables())
+    assert v.created and v.tables == ["dropped", "problems"]
+    assert store.publish(v.id) is True
+    con = duckdb.connect(store.catalog_path, read_only=True)
+    assert con.execute("select count(*) from problems").fetchone() == (2,)
+    assert con.execute("select rows_in, rows_kept, rows_dropped, counts->>'malformed' from datasets").fetchone() == (3, 2, 1, "1")
+    con.close()
+    assert (tmp_path / "s" / "datasets" / v.id / "problems.parquet").exists()
+
+
+def test_writing_an_existing_version_changes_nothing(tmp_path):
+    store = Store(str(tmp_path))
+    v1 = store.write_version(_version(), _tables())
+    store.publish(v1.id)
+    mtime = (tmp_path / "datasets" / v1.id / "problems.parquet").stat().st_mtime_ns
+    v2 = store.write_version(_version(kept=99), _tables(99))  # same id: the stored one wins
+    assert v2.created == v1.created and v2.counts == v1.counts
+    assert store.publish(v1.id) is False
+    assert (tmp_path / "datasets" / v1.id / "problems.parquet").stat().st_mtime_ns == mtime
+    assert len(store.catalog.datasets()) == 1
+
+
+def test_publish_switches_views_to_latest(tmp_path):
+    store = Store(str(tmp_path))
+    a = store.write_version(_version("ds-a"), _tables(2))
+    b = store.write_version(_version("ds-b", kept=5), _tables(5))
+    store.publish(a.id)
+    store.publish(b.id)
+    assert store.current_version() == "ds-b"
+    assert store.catalog.query("select count(*) from problems") == [(5,)]
+
+
+def test_parquet_is_zstd(tmp_path):
+    import pyarrow.parquet as pq
+
+    store = Store(str(tmp_path))
+    v = store.write_version(_version(), _tables())
+    meta = pq.read_metadata(store.table_url(v.id, "problems"))
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_hash_json_is_order_independent():
+    assert hash_json({"a": 1, "b": [1, 2]}) == hash_json({"b": [1, 2], "a": 1})
