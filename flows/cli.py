@@ -6,13 +6,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import UserError, parse_pairs, quiet_prefect_defaults
+from flows.cli_common import UserError, click_exceptions, parse_pairs, quiet_prefect_defaults
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -156,14 +155,17 @@ def main() -> None:
     except UserError as e:
         e.show()
         sys.exit(2)
-    except click.UsageError as e:
+    except click_exceptions.NoArgsIsHelpError as e:
+        print(e.ctx.get_help() if e.ctx else "klear --help")
+        sys.exit(0)
+    except click_exceptions.UsageError as e:
         cmd = e.ctx.command_path if e.ctx else "klear"
         print(f"{cmd}: error: {e.format_message()}", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except click_exceptions.Abort:
         print("klear: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as e:
+    except click_exceptions.ClickException as e:
         print(f"klear: error: {e.format_message()}", file=sys.stderr)
         sys.exit(e.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -4,15 +4,18 @@ from __future__ import annotations
 import os
 import sys
 
-import click
+try:  # typer >= 0.29 vendors its own click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions
 
 
-class UserError(click.ClickException):
-    """A bad invocation or bad input file: printed as one line, exit code 2."""
+class UserError(Exception):
+    """A bad invocation or bad input file: printed as one line on stderr, exit code 2."""
     exit_code = 2
 
-    def show(self, file=None) -> None:  # noqa: D401 - click API
-        print(f"klear: error: {self.format_message()}", file=file or sys.stderr)
+    def show(self) -> None:
+        print(f"klear: error: {self}", file=sys.stderr)
 
 
 def parse_pairs(values: list[str] | None, flag: str, sep: str = "=") -> dict[str, str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (create_markdown_artifact, create_progress_artifact, create_table_artifact,
+                               update_progress_artifact)
 from prefect.cache_policies import NONE
 
 from storage.store import DatasetVersion, Store
@@ -26,7 +27,18 @@ def _version_key(context, parameters) -> str:
 @task(name="curate-dataset", cache_key_fn=_version_key, persist_result=True, retries=0)
 def curate_dataset_task(config: CurateConfig, version_id: str, inputs: dict) -> dict:
     logger = get_run_logger()
-    version = build_curated_version(config, version_id, inputs, progress=logger.info)
+    steps = len(config.sources) + 3  # one read per source, exact dedup, near dedup, decontamination
+    artifact = create_progress_artifact(progress=0.0, description=f"curating {version_id}")
+    done = 0
+
+    def progress(message: str) -> None:
+        nonlocal done
+        logger.info(message)
+        update_progress_artifact(artifact, progress=min(100.0, 100.0 * done / steps))
+        done += 1
+
+    version = build_curated_version(config, version_id, inputs, progress=progress)
+    update_progress_artifact(artifact, progress=100.0)
     return asdict(version)
 
 

@@ -1,0 +1,16 @@
+import os
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory):
+    """One real, temporary Prefect server (SQLite) for the whole session: starting it costs 9–15 s."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=60):
+        yield

@@ -1,0 +1,61 @@
+import pytest
+
+from tasks.curation.config import CurateConfig
+from tasks.curation.pipeline import curate
+from tasks.curation.sources import SourceError
+from tests.curation.fixtures import expected, write_corpus
+
+
+def _config(files, **kw):
+    return CurateConfig(sources=[{"name": "a", "path": str(files["a"])}, {"name": "b", "path": str(files["b"])}],
+                        benchmarks={"bench": str(files["bench"])}, **kw)
+
+
+def _fates(result):
+    fates = {}
+    for r in result.dropped.to_pylist():
+        assert (r["source"], r["row"]) not in fates, "a row dropped twice"
+        fates[(r["source"], r["row"])] = r["reason"]
+    return fates
+
+
+def test_every_row_lands_where_expected(tmp_path):
+    files = write_corpus(tmp_path)
+    result = curate(_config(files))
+    exp = expected()
+    fates = _fates(result)
+    assert {k: v for k, v in exp.items() if v != "kept"} == fates
+    assert result.problems.num_rows == sum(v == "kept" for v in exp.values())
+    assert result.rows_in == len(exp) == result.problems.num_rows + result.dropped.num_rows
+
+
+def test_drop_details_name_the_kept_row_and_the_ngram(tmp_path):
+    files = write_corpus(tmp_path)
+    result = curate(_config(files))
+    kept_ids = set(result.problems.column("id").to_pylist())
+    for r in result.dropped.to_pylist():
+        if r["reason"] in ("duplicate", "near_duplicate"):
+            assert any(k in r["detail"] for k in kept_ids), r
+        if r["reason"] == "contaminated":
+            assert r["detail"].startswith("benchmark bench: shares 9-gram"), r
+        if r["reason"] == "malformed":
+            assert r["detail"] and r["problem"] is not None
+
+
+def test_same_inputs_same_output(tmp_path):
+    files = write_corpus(tmp_path)
+    a, b = curate(_config(files)), curate(_config(files))
+    assert a.problems.equals(b.problems) and a.dropped.equals(b.dropped)
+
+
+def test_top_sources_excludes_with_reason(tmp_path):
+    files = write_corpus(tmp_path)
+    result = curate(_config(files, top_sources=1))
+    assert result.rows_in == result.problems.num_rows + result.dropped.num_rows
+    excluded = [r for r in result.dropped.to_pylist() if r["reason"] == "excluded_source"]
+    assert excluded and {r["source"] for r in excluded} == {min(result.source_scores, key=result.source_scores.get)}
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(SourceError, match="nope.jsonl: no such file"):
+        curate(CurateConfig(sources=[{"name": "x", "path": str(tmp_path / "nope.jsonl")}]))
