@@ -1,0 +1,51 @@
+import threading
+import time
+
+import pytest
+
+from tasks.grading.math_grader import MathGrader, final_text
+from tasks.grading.timeouts import ProcessTimeoutPool, TimedOut
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = MathGrader(timeout=20)
+    yield g
+    g.close()
+
+
+def test_final_text_after_last_think_close():
+    assert final_text("<think>\\boxed{1}</think> so \\boxed{2}") == " so \\boxed{2}"
+    assert final_text("no think \\boxed{3}") == "no think \\boxed{3}"
+
+
+@pytest.mark.parametrize("response, answer, ok", [
+    ("<think>37+48=85, 85-19=66</think>The answer is \\boxed{66}.", "66", True),
+    ("<think>\\boxed{66}</think>The answer is \\boxed{65}.", "66", False),  # only the final text counts
+    ("<think>x</think>\\boxed{\\frac{1}{2}}", "0.5", True),
+    ("<think>x</think>no answer here", "3", False),
+])
+def test_math_grades(grader, response, answer, ok):
+    assert grader.grade(response, answer).correct is ok
+
+
+def test_grading_works_off_the_main_thread(grader):
+    out = []
+    t = threading.Thread(target=lambda: out.append(grader.grade("</think>\\boxed{4}", "4").correct))
+    t.start(); t.join(60)
+    assert out == [True]
+
+
+def _sleep(s):
+    time.sleep(s)
+    return s
+
+
+def test_timeout_kills_and_pool_recovers():
+    pool = ProcessTimeoutPool()
+    try:
+        with pytest.raises(TimedOut):
+            pool.call(_sleep, 30, timeout=1)
+        assert pool.call(_sleep, 0, timeout=30) == 0
+    finally:
+        pool.close()
