@@ -1,0 +1,39 @@
+"""`klear model init`: a Qwen2-architecture causal LM with random weights plus a locally trained
+tokenizer, saved with `save_pretrained` so transformers and vLLM load the directory as any HF model."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+from tasks.models.presets import PRESETS
+from tasks.models.tokenizer import EOS, IM_END, train_tokenizer
+
+MODEL_CARD = "klear_model.json"
+
+
+def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int = 0) -> Path:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    p = PRESETS[preset]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = train_tokenizer(texts, p.vocab_size)
+    torch.manual_seed(seed)
+    eos_ids = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(EOS)]
+    config = Qwen2Config(
+        **{k: v for k, v in p.to_dict().items() if k != "vocab_size"}, vocab_size=len(tok),
+        bos_token_id=None, eos_token_id=eos_ids, pad_token_id=tok.pad_token_id, use_cache=True,
+        torch_dtype="float32")
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tok.pad_token_id,
+                                               do_sample=True, temperature=0.6, top_p=0.95)
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    (out / MODEL_CARD).write_text(json.dumps({
+        "preset": preset, "seed": seed, "parameters": sum(x.numel() for x in model.parameters()),
+        "architecture": "Qwen2ForCausalLM", "vocab_size": len(tok)}, indent=2))
+    return out

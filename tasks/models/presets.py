@@ -1,0 +1,37 @@
+"""Model presets for `klear model init`: Qwen2-architecture causal LMs with random weights.
+
+Why these numbers:
+- head_dim = hidden / heads = 32: vLLM's CPU attention rejects head_dim 16, and 32 is the smallest it takes.
+- tiny (~0.5M params with a 512-token vocab): trains a few thousand short arithmetic CoT examples on 2 CPU
+  cores in minutes; 4 layers so multi-step carries are representable.
+- small (~4M params): still CPU-trainable, for a stronger demo or a first GPU smoke test.
+- GQA (kv heads = heads/2) and tied embeddings, as Qwen2/Qwen3 small models do.
+- max_position_embeddings 1024: demo prompts + responses are < 256 tokens; room to grow.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int = 1024
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS: dict[str, ModelPreset] = {
+    "tiny": ModelPreset(hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, vocab_size=512),
+    "small": ModelPreset(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+                         num_attention_heads=8, num_key_value_heads=4, vocab_size=2048),
+}
