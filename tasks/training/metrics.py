@@ -1,0 +1,56 @@
+"""Training metrics: one JSON line per step (`metrics.jsonl`), TensorBoard scalars, and a PNG curve."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+
+class MetricsLog:
+    def __init__(self, out: Path, resume_from_step: int | None = None):
+        self.path = Path(out) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_from_step is None:
+            self.path.write_text("")
+        elif self.path.exists():  # drop lines written after the checkpoint we resume from
+            keep = [l for l in self.path.read_text().splitlines() if l and json.loads(l)["step"] <= resume_from_step]
+            self.path.write_text("".join(l + "\n" for l in keep))
+        self._tb = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            self._tb = SummaryWriter(str(Path(out) / "tb"), purge_step=resume_from_step + 1 if resume_from_step else None)
+        except ImportError:  # tensorboard is optional at runtime
+            pass
+
+    def log(self, step: int, values: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, **values}) + "\n")
+        if self._tb:
+            for k, v in values.items():
+                if isinstance(v, (int, float)):
+                    self._tb.add_scalar(k, v, step)
+
+    def read(self) -> list[dict]:
+        return [json.loads(l) for l in self.path.read_text().splitlines() if l]
+
+    def close(self) -> None:
+        if self._tb:
+            self._tb.close()
+
+
+def plot_curve(rows: Iterable[dict], key: str, out: Path, title: str) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if key in r]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot([r["step"] for r in rows], [r[key] for r in rows])
+    ax.set_xlabel("step")
+    ax.set_ylabel(key)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return Path(out)

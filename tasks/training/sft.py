@@ -1,0 +1,197 @@
+"""Long-CoT supervised fine-tuning, read top to bottom: load → tokenise → pack → train → checkpoint.
+
+Loss: token-mean negative log-likelihood over every response token of the global batch,
+
+    L = − Σ_{sequences, t ∈ response} log π(y_t | y_<t, x) / N_response_tokens(global batch)
+
+each micro-batch adds its sum divided by the global count, so gradient accumulation and micro-batch
+size never change the gradient. AdamW, warm-up then cosine decay to `min_lr_ratio`·lr (paper: 8e-5 → 4e-5
+for an 8B model), grad-norm clip 1.0. Seeded data order (seed, epoch); checkpoints every `save_every`
+steps hold weights, optimizer, schedule position and step, so `resume=True` continues the same loss curve.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from tasks.training import distributed as dist_utils
+from tasks.training.metrics import MetricsLog, plot_curve
+from tasks.training.schedule import warmup_cosine
+from tasks.training.sft_data import collate, load_sft_rows, pack_examples, tokenize_examples
+
+log = logging.getLogger(__name__)
+STATE = "trainer_state.json"
+
+
+@dataclass
+class SFTConfig:
+    epochs: int = 3
+    max_steps: int | None = None          # stop early after this many optimizer steps
+    lr: float | None = None               # None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
+    min_lr_ratio: float = 0.5             # paper: cosine 8e-5 → 4e-5
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    batch_size: int = 16                  # packed sequences per optimizer step (global, all ranks)
+    micro_batch_size: int = 8             # sequences per forward/backward; accumulation = batch/micro
+    seq_len: int = 512                    # packed sequence length (demo examples are < 200 tokens)
+    grad_clip: float = 1.0
+    seed: int = 0
+    save_every: int = 50
+    keep_checkpoints: int = 2
+    gradient_checkpointing: bool = False  # trade compute for memory on long contexts
+    bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
+
+
+@dataclass
+class SFTResult:
+    out: Path
+    steps: int
+    losses: list[float] = field(default_factory=list)
+    dataset: str = ""
+    examples: int = 0
+    truncated: int = 0
+
+
+def default_lr(hidden_size: int) -> float:
+    return min(3e-3, 8e-5 * 4096 / hidden_size)
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    ckpts = sorted((Path(out) / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+    ckpts = [c for c in ckpts if (c / STATE).exists()]
+    return ckpts[-1] if ckpts else None
+
+
+def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool = False,
+              on_step: Callable[[int, int, dict], None] | None = None) -> SFTResult:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    out = Path(out)
+    ctx = dist_utils.setup()
+    torch.manual_seed(cfg.seed)
+    ckpt = latest_checkpoint(out) if resume else None
+    if resume and ckpt is None:
+        log.info("--resume: no checkpoint in %s, starting fresh", out)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), torch_dtype=torch.float32).to(ctx.device)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.config.use_cache = False
+    bf16 = cfg.bf16 if cfg.bf16 is not None else (ctx.device.type == "cuda" and torch.cuda.is_bf16_supported())
+
+    rows = load_sft_rows(data)
+    if not rows.rows:
+        raise ValueError(f"{data}: no rows with a response to train on")
+    examples = tokenize_examples(rows.rows, tok)
+    pad = tok.pad_token_id
+    packs_per_epoch = [len(pack_examples(examples, cfg.seq_len, pad, cfg.seed, e)[0]) for e in range(cfg.epochs)]
+    steps_per_epoch = [math.ceil(n / cfg.batch_size) for n in packs_per_epoch]
+    total = sum(steps_per_epoch) if cfg.max_steps is None else min(cfg.max_steps, sum(steps_per_epoch))
+    lr = cfg.lr or default_lr(model.config.hidden_size)
+    warmup = max(1, round(cfg.warmup_ratio * total)) if cfg.warmup_ratio > 0 else 0
+
+    ddp_model = dist_utils.wrap(model, ctx)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
+    step = 0
+    if ckpt is not None:
+        state = json.loads((ckpt / STATE).read_text())
+        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=ctx.device, weights_only=True))
+        sched.load_state_dict(state["scheduler"])
+        step = state["step"]
+    metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
+    if ctx.is_main:
+        (out / "sft_config.json").write_text(json.dumps({
+            "model": str(model_dir), "data": str(data), "dataset": rows.dataset, "config": asdict(cfg),
+            "lr": lr, "total_steps": total, "examples": len(examples), "world_size": ctx.world_size}, indent=2))
+
+    losses: list[float] = []
+    truncated = 0
+    model.train()
+    done_before = 0
+    for epoch in range(cfg.epochs):
+        packs, trunc = pack_examples(examples, cfg.seq_len, pad, cfg.seed, epoch)
+        truncated = max(truncated, trunc)
+        for b in range(steps_per_epoch[epoch]):
+            global_step = done_before + b
+            if global_step < step:
+                continue  # already trained before the checkpoint we resumed from
+            if global_step >= total:
+                break
+            batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+            t0 = time.perf_counter()
+            loss, n_tok = _train_step(ddp_model, batch, cfg, ctx, bf16)
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item()
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step = global_step + 1
+            losses.append(loss)
+            values = {"loss": loss, "lr": sched.get_last_lr()[0], "grad_norm": gnorm, "epoch": epoch,
+                      "tokens": n_tok, "tokens_per_s": n_tok / max(1e-9, time.perf_counter() - t0)}
+            if ctx.is_main:
+                metrics.log(step, values)
+                if on_step:
+                    on_step(step, total, values)
+                if step % cfg.save_every == 0 or step == total:
+                    _save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
+        done_before += steps_per_epoch[epoch]
+        if step >= total:
+            break
+
+    if ctx.is_main:
+        model.save_pretrained(str(out))
+        tok.save_pretrained(str(out))
+        all_rows = metrics.read()
+        plot_curve(all_rows, "loss", out / "loss.png", "SFT loss")
+        metrics.close()
+        losses = [r["loss"] for r in all_rows]
+    dist_utils.teardown(ctx)
+    return SFTResult(out, step, losses, rows.dataset, len(examples), truncated)
+
+
+def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, int]:
+    """One optimizer step's forward/backward over this rank's share of `batch`; returns the global
+    token-mean loss and the global number of response tokens."""
+    mine = batch[ctx.rank::ctx.world_size]
+    labels_all = torch.tensor([p.labels[1:] for p in mine]) if mine else torch.zeros(0, 1, dtype=torch.long)
+    n_local = int((labels_all != -100).sum())
+    n_global = dist_utils.all_reduce_sum(n_local, ctx)
+    total_loss = 0.0
+    for i in range(0, len(mine), cfg.micro_batch_size):
+        t = {k: v.to(ctx.device) for k, v in collate(mine[i:i + cfg.micro_batch_size]).items()}
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"],
+                           position_ids=t["position_ids"]).logits
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
+            ignore_index=-100, reduction="sum")
+        # DDP averages gradients over ranks; scale by world size so the result is the global token mean
+        (nll * ctx.world_size / max(1, n_global)).backward()
+        total_loss += nll.item()
+    return dist_utils.all_reduce_sum(total_loss, ctx) / max(1, n_global), n_global
+
+
+def _save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int) -> None:
+    d = out / "checkpoints" / f"step-{step}"
+    tmp = d.with_name(d.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tok.save_pretrained(str(tmp))
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
+    shutil.rmtree(d, ignore_errors=True)
+    tmp.rename(d)
+    ckpts = sorted((out / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))
+    for old in [c for c in ckpts if not c.name.endswith(".tmp")][:-keep]:
+        shutil.rmtree(old, ignore_errors=True)

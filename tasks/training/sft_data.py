@@ -1,0 +1,126 @@
+"""SFT data: canonical problems with a response → tokenised (prompt, response) pairs → packed sequences.
+
+- Source: a store directory (the `problems` of its current dataset version) or a canonical .jsonl/.parquet.
+  Rows without a response are not SFT examples (counted, not an error); a malformed row is an error
+  naming the file and row.
+- Example = chat template(problem) as prompt + response + <|im_end|>; loss only on the response tokens
+  (labels −100 on the prompt), so the model learns to answer and to stop.
+- Packing: examples, shuffled with (seed, epoch), are placed greedily into sequences of `seq_len` tokens;
+  each keeps its own positions (position_ids restart at 0) and attends only within itself (block-diagonal
+  causal mask), so packing changes speed, never the loss of an example. Longer examples are truncated
+  (counted).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from tasks.generation.base import chat_prompt
+
+IGNORE = -100
+
+
+@dataclass
+class Example:
+    input_ids: list[int]
+    labels: list[int]
+
+
+@dataclass
+class SFTRows:
+    rows: list[dict]
+    dataset: str        # dataset version id (store) or "file:<sha256>" (file)
+    skipped_no_response: int
+
+
+def load_sft_rows(data: str) -> SFTRows:
+    from storage.keys import hash_file
+    from storage.store import Store
+    from tasks.curation.schema import Malformed, to_problem
+    from tasks.curation.sources import read_source
+
+    path = Path(data)
+    if path.is_dir():
+        store = Store(str(path))
+        version = store.current_version()
+        if version is None:
+            raise ValueError(f"{data}: store has no curated dataset (run klear curate first)")
+        rows = store.read_table(version, "problems").to_pylist()
+        dataset = version
+    else:
+        rows = []
+        for raw in read_source(data):
+            if raw.error:
+                raise ValueError(f"{data} row {raw.row}: {raw.error}")
+            try:
+                rows.append(to_problem(raw.value, "file").as_row())
+            except Malformed as e:
+                raise ValueError(f"{data} row {raw.row}: {e}") from None
+        dataset = "file:" + hash_file(data)[:16]
+    with_resp = [r for r in rows if r.get("response")]
+    return SFTRows(with_resp, dataset, len(rows) - len(with_resp))
+
+
+def tokenize_examples(rows: Iterable[dict], tokenizer, end_token: str = "<|im_end|>") -> list[Example]:
+    out = []
+    for r in rows:
+        p = tokenizer(chat_prompt(tokenizer, r["problem"]), add_special_tokens=False)["input_ids"]
+        a = tokenizer(r["response"] + end_token, add_special_tokens=False)["input_ids"]
+        out.append(Example(p + a, [IGNORE] * len(p) + a))
+    return out
+
+
+@dataclass
+class Pack:
+    input_ids: list[int]
+    labels: list[int]
+    position_ids: list[int]
+    segments: list[int]  # example index within the pack; -1 for padding
+
+
+def pack_examples(examples: list[Example], seq_len: int, pad_id: int, seed: int, epoch: int) -> tuple[list[Pack], int]:
+    """Greedy next-fit packing in a (seed, epoch)-shuffled order. Returns (packs, truncated count)."""
+    order = list(range(len(examples)))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    packs, cur, truncated = [], Pack([], [], [], []), 0
+    for i in order:
+        ex = examples[i]
+        ids, labels = ex.input_ids[:seq_len], ex.labels[:seq_len]
+        truncated += len(ex.input_ids) > seq_len
+        if len(cur.input_ids) + len(ids) > seq_len:
+            packs.append(cur)
+            cur = Pack([], [], [], [])
+        seg = (cur.segments[-1] + 1) if cur.segments else 0
+        cur.input_ids += ids
+        cur.labels += labels
+        cur.position_ids += list(range(len(ids)))
+        cur.segments += [seg] * len(ids)
+    if cur.input_ids:
+        packs.append(cur)
+    for p in packs:
+        pad = seq_len - len(p.input_ids)
+        p.input_ids += [pad_id] * pad
+        p.labels += [IGNORE] * pad
+        p.position_ids += [0] * pad
+        p.segments += [-1] * pad
+    return packs, truncated
+
+
+def collate(packs: list[Pack]) -> dict[str, torch.Tensor]:
+    """Batch tensors: input_ids, labels (already aligned to inputs; shift happens in the loss),
+    position_ids and a 4-D boolean block-diagonal causal mask (True = may attend)."""
+    seg = torch.tensor([p.segments for p in packs])
+    t = seg.shape[1]
+    causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
+    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
+    mask = (causal[None] & same) | torch.eye(t, dtype=torch.bool)[None]  # padding attends to itself (no NaN)
+    return {
+        "input_ids": torch.tensor([p.input_ids for p in packs]),
+        "labels": torch.tensor([p.labels for p in packs]),
+        "position_ids": torch.tensor([p.position_ids for p in packs]),
+        "attention_mask": mask[:, None],
+    }
