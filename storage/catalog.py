@@ -3,6 +3,9 @@ latest Parquet of each kind, so users can query everything with plain SQL.
 
 - `datasets`: one row per dataset version (id, kind, created, parameters, row counts, parents, inputs, path).
 - `problems`, `dropped`: views over the Parquet of the current (latest published) dataset version.
+- `checkpoints`: every model checkpoint (id, stage base/sft/rl, path, parent checkpoint, dataset version,
+  config JSON, created) — lineage from any checkpoint back to its data and config.
+- `evaluations`: one row per (checkpoint, benchmark, k, seed, settings): avg@k, pass@k, n_problems.
 - `current_views`: which dataset and file each view points at (so publishing twice changes nothing).
 Later stages add `verifications`, `evaluations`, `checkpoints` through `append_rows`.
 """
@@ -30,6 +33,28 @@ CREATE TABLE IF NOT EXISTS datasets (
     parents VARCHAR[],
     inputs JSON,
     path VARCHAR
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id VARCHAR PRIMARY KEY,
+    stage VARCHAR NOT NULL,
+    path VARCHAR NOT NULL,
+    parent VARCHAR,
+    dataset VARCHAR,
+    config JSON,
+    created TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id VARCHAR PRIMARY KEY,
+    checkpoint VARCHAR,
+    benchmark VARCHAR NOT NULL,
+    benchmark_path VARCHAR,
+    k INTEGER,
+    seed INTEGER,
+    avg_at_k DOUBLE,
+    pass_at_k DOUBLE,
+    n_problems INTEGER,
+    created TIMESTAMP NOT NULL,
+    results_path VARCHAR
 );
 CREATE TABLE IF NOT EXISTS current_views (
     name VARCHAR PRIMARY KEY,
@@ -71,6 +96,17 @@ class Catalog:
                     json.dumps(row["inputs"], sort_keys=True), row["path"],
                 ],
             )
+            return True
+
+    def insert_once(self, table: str, row: Mapping[str, Any]) -> bool:
+        """Insert `row` into `table` unless a row with its `id` exists (content-addressed ids make
+        re-runs idempotent). JSON-able dict/list values are stored as JSON text. True when inserted."""
+        cols = list(row)
+        vals = [json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row.values()]
+        with self.connect() as con:
+            if con.execute(f"SELECT 1 FROM {table} WHERE id = ?", [row["id"]]).fetchone():
+                return False
+            con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", vals)
             return True
 
     def publish(self, dataset: str, views: Mapping[str, str]) -> bool:

@@ -116,9 +116,9 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                                for k in valid.pop(name))
     rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
 
-    # 3. exact dedup (same key as the problem id: domain + normalised problem)
+    # 3. exact dedup: the problem id already is a hash of domain + normalised problem
     progress(f"exact dedup of {len(rows)} rows")
-    dup = exact_duplicate_of([f"{k.problem.domain}\0{k.problem.problem}" for k in rows])
+    dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
     rows = _split(rows, dup, "duplicate", dropped, lambda kept: f"duplicate of {kept.problem.id} "
                   f"({kept.problem.source} row {kept.row})")
 

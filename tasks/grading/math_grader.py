@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.grading.grade import Grade
 from tasks.grading.timeouts import ProcessTimeoutPool, TimedOut
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -40,7 +41,7 @@ class MathGrade:
 class MathGrader:
     """`grade(response, answer) -> MathGrade`; `timeout` seconds per call (default 5, as math-verify)."""
 
-    def __init__(self, timeout: float = 5.0, workers: int = 1):
+    def __init__(self, timeout: float = 5.0, workers: int = 1, **_):
         self.timeout = timeout
         self._pool = ProcessTimeoutPool(workers)
 
@@ -49,6 +50,16 @@ class MathGrader:
             return MathGrade(self._pool.call(_verify, answer, final_text(response), timeout=self.timeout))
         except TimedOut:
             return MathGrade(False, timed_out=True)
+
+    def grade_batch(self, items) -> list[Grade]:
+        out = []
+        for response, row in items:
+            if row.get("answer") is None:
+                out.append(Grade(0.0, False, "no reference answer"))
+                continue
+            r = self.grade(response, str(row["answer"]))
+            out.append(Grade(float(r.correct), r.correct, "timeout" if r.timed_out else ""))
+        return out
 
     def close(self) -> None:
         self._pool.close()

@@ -49,3 +49,18 @@ def test_timeout_kills_and_pool_recovers():
         assert pool.call(_sleep, 0, timeout=30) == 0
     finally:
         pool.close()
+
+
+def test_registry_builds_math_grader_and_rejects_unknown():
+    from tasks.grading.registry import make_grader
+
+    g = make_grader("math", timeout=20)
+    try:
+        grades = g.grade_batch([("</think>\\boxed{7}", {"answer": "7"}), ("</think>\\boxed{8}", {"answer": 7}),
+                                ("</think>\\boxed{8}", {})])
+        assert [x.correct for x in grades] == [True, False, False]
+        assert grades[2].detail == "no reference answer"
+    finally:
+        g.close()
+    with pytest.raises(ValueError, match="no grader for domain 'poetry'"):
+        make_grader("poetry")

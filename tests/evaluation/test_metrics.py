@@ -1,0 +1,27 @@
+import random
+from itertools import combinations
+
+import pytest
+
+from tasks.evaluation.metrics import avg_at_k, mean_pass_at_k, pass_at_k
+
+
+def test_pass_at_k_matches_brute_force_over_subsets():
+    outcomes = [True, False, False, True, False]
+    for k in range(1, 6):
+        subsets = list(combinations(outcomes, k))
+        brute = sum(any(s) for s in subsets) / len(subsets)
+        assert pass_at_k(5, 2, k) == pytest.approx(brute)
+
+
+def test_edges():
+    assert pass_at_k(4, 0, 2) == 0.0 and pass_at_k(4, 4, 1) == 1.0 and pass_at_k(4, 3, 2) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_avg_at_k_is_pass_at_1():
+    rng = random.Random(0)
+    correct = [[rng.random() < 0.3 for _ in range(8)] for _ in range(20)]
+    assert avg_at_k(correct) == pytest.approx(mean_pass_at_k(correct, 1))
+    assert avg_at_k([[True, False], [True, True]]) == 0.75
