@@ -15,7 +15,7 @@ from flows.cli_common import UserError, click_exceptions, parse_pairs, quiet_pre
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console(stderr=False)
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 
 StoreOpt = typer.Option(None, "--store", help="Store directory (default $KLEAR_STORE or ./klear-store)")
 
@@ -126,7 +126,7 @@ def demo(store: Optional[str] = StoreOpt) -> None:
     root = resolve_store(store)
     files = write_demo_sources(Path(Store(root).path("demo-data")))
     config = build_curate_config(
-        {k: str(v) for k, v in files.sources.items()}, {k: str(v) for k, v in files.benchmarks.items()},
+        {k: str(v) for k, v in files.sources().items()}, {k: str(v) for k, v in files.benchmarks().items()},
         {}, [], {}, store=root)
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
@@ -136,6 +136,134 @@ def demo(store: Optional[str] = StoreOpt) -> None:
     console.print(f"demo data: {Store(root).path('demo-data')}")
     console.print("query: duckdb " + Store(root).catalog_path +
                   " -c \"select reason, count(*) from dropped group by 1\"")
+
+
+model_app = typer.Typer(help="Models: create a tiny random-init model for CPU runs.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+def _corpus_texts(corpus: str | None) -> list[str]:
+    """Tokenizer training text: the given canonical file/store rows, else the bundled demo data."""
+    import tempfile
+
+    from tasks.training.sft_data import load_sft_rows
+
+    if corpus is None:
+        from tasks.curation.demo_data import write_demo_sources
+
+        tmp = tempfile.mkdtemp(prefix="klear-corpus-")
+        files = write_demo_sources(Path(tmp))
+        texts = []
+        for path in files.sources().values():
+            from tasks.curation.sources import read_source
+            for raw in read_source(str(path)):
+                if isinstance(raw.value, dict):
+                    texts.extend(str(v) for v in raw.value.values() if isinstance(v, str))
+        return texts
+    try:
+        rows = load_sft_rows(corpus).rows
+    except (ValueError, OSError) as e:
+        raise UserError(f"--corpus {corpus}: {e}") from None
+    return [r["problem"] + "\n" + (r.get("response") or "") for r in rows]
+
+
+@model_app.command("init")
+def model_init(
+    out: Path = typer.Option(..., "--out", help="Directory for the new HF model"),
+    preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params) or small (~4M)"),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="Canonical .jsonl/.parquet or store to train the tokenizer on (default: bundled demo data)"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Create a random-init Qwen2-architecture model and a locally trained tokenizer."""
+    from tasks.models.factory import MODEL_CARD, init_model
+    from tasks.models.presets import PRESETS
+
+    if preset not in PRESETS:
+        raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(PRESETS)})")
+    path = init_model(out, _corpus_texts(corpus), preset=preset, seed=seed)
+    console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")
+
+
+def _check_model_dir(flag: str, path: str) -> None:
+    p = Path(path)
+    if not (p / "config.json").exists():
+        raise UserError(f"{flag} {path}: not a Hugging Face model directory (no config.json)")
+
+
+@app.command()
+def sft(
+    model: str = typer.Option(..., "--model", help="HF model directory to start from"),
+    data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
+    out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
+    epochs: int = typer.Option(3, "--epochs"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (default: scaled to model width)"),
+    batch_size: int = typer.Option(16, "--batch-size", help="Packed sequences per optimizer step"),
+    micro_batch_size: int = typer.Option(8, "--micro-batch-size"),
+    seq_len: int = typer.Option(512, "--seq-len"),
+    save_every: int = typer.Option(50, "--save-every"),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
+    seed: int = typer.Option(0, "--seed"),
+    nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+) -> None:
+    """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
+    from tasks.training.sft import SFTConfig
+
+    _check_model_dir("--model", model)
+    if not Path(data).exists():
+        raise UserError(f"--data {data}: no such file or store")
+    if micro_batch_size > batch_size:
+        raise UserError("--micro-batch-size must not exceed --batch-size")
+    cfg = SFTConfig(epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
+                    micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
+                    gradient_checkpointing=gradient_checkpointing, seed=seed)
+    quiet_prefect_defaults()
+    from flows.sft import sft as sft_flow
+
+    try:
+        res = sft_flow(model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
+                  f"{res['first_loss']:.4f} → {res['last_loss']:.4f}; metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
+
+
+@app.command("eval")
+def eval_(
+    model: str = typer.Option(..., "--model", help="HF model directory"),
+    benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
+    k: int = typer.Option(8, "--k", help="Samples per problem"),
+    seed: int = typer.Option(0, "--seed"),
+    temperature: float = typer.Option(0.6, "--temperature"),
+    top_p: float = typer.Option(0.95, "--top-p"),
+    max_tokens: int = typer.Option(256, "--max-tokens"),
+    backend: str = typer.Option("auto", "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """avg@k and pass@k on benchmarks; prints one JSON summary line per benchmark."""
+    import json
+
+    from tasks.evaluation.evaluate import EvalConfig, load_benchmark
+
+    _check_model_dir("--model", model)
+    benches = parse_pairs(benchmark, "--benchmark")
+    for name, path in benches.items():
+        _check_source_path("--benchmark", name, path)
+        try:
+            load_benchmark(path)
+        except ValueError as e:
+            raise UserError(f"--benchmark {name}={path}: {e}") from None
+    if k < 1:
+        raise UserError("--k must be at least 1")
+    quiet_prefect_defaults()
+    from flows.evaluate import evaluate as eval_flow
+
+    rows = eval_flow(model=model, benchmarks=benches, store=store,
+                     config=EvalConfig(k=k, seed=seed, temperature=temperature, top_p=top_p,
+                                       max_tokens=max_tokens, backend=backend))
+    for row in rows:
+        print(json.dumps(row), flush=True)
 
 
 def _register_optional() -> None:
@@ -162,7 +290,7 @@ def main() -> None:
         cmd = e.ctx.command_path if e.ctx else "klear"
         print(f"{cmd}: error: {e.format_message()}", file=sys.stderr)
         sys.exit(2)
-    except click_exceptions.Abort:
+    except typer.Abort:
         print("klear: aborted", file=sys.stderr)
         sys.exit(130)
     except click_exceptions.ClickException as e:

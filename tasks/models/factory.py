@@ -27,7 +27,7 @@ def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int 
     config = Qwen2Config(
         **{k: v for k, v in p.to_dict().items() if k != "vocab_size"}, vocab_size=len(tok),
         bos_token_id=None, eos_token_id=eos_ids, pad_token_id=tok.pad_token_id, use_cache=True,
-        torch_dtype="float32")
+        dtype="float32")
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tok.pad_token_id,
                                                do_sample=True, temperature=0.6, top_p=0.95)

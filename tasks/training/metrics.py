@@ -31,11 +31,16 @@ class MetricsLog:
                     self._tb.add_scalar(k, v, step)
 
     def read(self) -> list[dict]:
-        return [json.loads(l) for l in self.path.read_text().splitlines() if l]
+        return read_metrics(self.path.parent)
 
     def close(self) -> None:
         if self._tb:
             self._tb.close()
+
+
+def read_metrics(out: Path) -> list[dict]:
+    path = Path(out) / "metrics.jsonl"
+    return [json.loads(l) for l in path.read_text().splitlines() if l] if path.exists() else []
 
 
 def plot_curve(rows: Iterable[dict], key: str, out: Path, title: str) -> Path:

@@ -83,7 +83,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
     if resume and ckpt is None:
         log.info("--resume: no checkpoint in %s, starting fresh", out)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), torch_dtype=torch.float32).to(ctx.device)
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(ctx.device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.config.use_cache = False

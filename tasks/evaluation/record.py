@@ -1,0 +1,37 @@
+"""Record an evaluation: per-problem results as Parquet in the store, one `evaluations` row in the catalog.
+The row id hashes checkpoint, benchmark content, k, seed and sampling settings, so re-running the same
+evaluation does not add a row."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage import paths
+from storage.checkpoints import checkpoint_id, read_lineage
+from storage.keys import hash_file, hash_json, short_id
+from storage.store import Store
+from tasks.evaluation.evaluate import EvalConfig, EvalResult
+
+
+def record_evaluation(model: str, result: EvalResult, config: EvalConfig, store_root: str | None) -> dict:
+    ck = checkpoint_id(model)
+    eval_id = short_id("ev", hash_json({"checkpoint": ck, "benchmark": hash_file(result.benchmark_path),
+                                        "config": asdict(config)}))
+    row = {"id": eval_id, "checkpoint": ck, **result.summary(),
+           "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if store_root:
+        store = Store(store_root)
+        results_path = store.path("evaluations", f"{eval_id}.parquet")
+        paths.makedirs(store.path("evaluations"))
+        table = pa.Table.from_pylist([{**p, "scores": json.dumps(p["scores"])} for p in result.per_problem])
+        with paths.open_binary(results_path, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+        lineage = read_lineage(model)
+        if lineage and lineage.get("id") == ck:
+            store.catalog.insert_once("checkpoints", lineage)
+        store.catalog.insert_once("evaluations", {**row, "results_path": results_path})
+    return row
