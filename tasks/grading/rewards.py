@@ -1,0 +1,53 @@
+"""RL rewards (paper §RL; the Klear release's reward config for the format rules).
+
+Math:  r = +1 if math-verify says the text after `</think>` equals \\boxed{answer}, else −1;
+       a response without `</think>` gets −0.5 and one without `<think>` gets −2.0 instead
+       (format penalties; set them to None to disable).
+Code:  soft r = pass fraction over ≤ 16 sampled tests (paper: soft 61.0 vs hard 59.2 LCB v5); `hard` =
+       1 only if all pass; no python block → the lowest reward (0). `scale_code` maps [0, 1] to [−1, 1]
+       (2·rate − 1, as the release; the same advantages after group normalisation).
+An infrastructure failure (sandbox_error, grader timeout) is never scored as a wrong answer: the reward is
+None and the trainer leaves that rollout out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tasks.grading.grade import Grade
+from tasks.grading.math_grader import THINK_CLOSE, THINK_OPEN
+
+
+@dataclass
+class RewardConfig:
+    correct: float = 1.0
+    wrong: float = -1.0
+    missing_think_close: float | None = -0.5
+    missing_think_open: float | None = -2.0
+    code_mode: str = "soft"        # "soft" (pass fraction) or "hard" (all tests pass)
+    scale_code: bool = False       # 2·rate − 1
+
+
+def format_penalty(response: str, cfg: RewardConfig) -> float | None:
+    if cfg.missing_think_open is not None and THINK_OPEN not in response:
+        return cfg.missing_think_open
+    if cfg.missing_think_close is not None and THINK_CLOSE not in response:
+        return cfg.missing_think_close
+    return None
+
+
+def reward_from_grade(domain: str, response: str, grade: Grade, cfg: RewardConfig) -> float | None:
+    """Turn a grade into a scalar reward; None when the grade is an infrastructure failure."""
+    if grade.detail in ("timeout", "sandbox_error"):
+        return None
+    penalty = format_penalty(response, cfg)
+    if penalty is not None:
+        return penalty
+    if domain == "math":
+        return cfg.correct if grade.correct else cfg.wrong
+    rate = grade.score if cfg.code_mode == "soft" else float(grade.correct)
+    return 2 * rate - 1 if cfg.scale_code else rate
+
+
+def is_correct(reward: float | None, cfg: RewardConfig, domain: str) -> bool:
+    """"Correct" rollouts for the SFT term: reward exactly the maximum (paper: reward exactly 1)."""
+    return reward is not None and reward == (cfg.correct if domain == "math" else 1.0)
