@@ -23,7 +23,11 @@ def final_text(response: str) -> str:
 
 
 def _verify(answer: str, text: str) -> bool:
+    import logging
+
     from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # we time out from outside; no warning per call
 
     gold = parse(f"\\boxed{{{answer}}}", parsing_timeout=None)
     pred = parse(text, parsing_timeout=None)

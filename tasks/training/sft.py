@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,12 +22,12 @@ from typing import Callable
 import torch
 
 from tasks.training import distributed as dist_utils
+from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
 from tasks.training.sft_data import collate, load_sft_rows, pack_examples, tokenize_examples
 
 log = logging.getLogger(__name__)
-STATE = "trainer_state.json"
 
 
 @dataclass
@@ -62,12 +61,6 @@ class SFTResult:
 
 def default_lr(hidden_size: int) -> float:
     return min(3e-3, 8e-5 * 4096 / hidden_size)
-
-
-def latest_checkpoint(out: Path) -> Path | None:
-    ckpts = sorted((Path(out) / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
-    ckpts = [c for c in ckpts if (c / STATE).exists()]
-    return ckpts[-1] if ckpts else None
 
 
 def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool = False,
@@ -105,10 +98,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
     step = 0
     if ckpt is not None:
-        state = json.loads((ckpt / STATE).read_text())
-        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=ctx.device, weights_only=True))
-        sched.load_state_dict(state["scheduler"])
-        step = state["step"]
+        step = load_training_state(ckpt, opt, sched, ctx.device)
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
@@ -144,7 +134,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
                 if on_step:
                     on_step(step, total, values)
                 if step % cfg.save_every == 0 or step == total:
-                    _save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
+                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
         done_before += steps_per_epoch[epoch]
         if step >= total:
             break
@@ -180,18 +170,3 @@ def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, i
         (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()
     return dist_utils.all_reduce_sum(total_loss, ctx) / max(1, n_global), n_global
-
-
-def _save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int) -> None:
-    d = out / "checkpoints" / f"step-{step}"
-    tmp = d.with_name(d.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tok.save_pretrained(str(tmp))
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
-    shutil.rmtree(d, ignore_errors=True)
-    tmp.rename(d)
-    ckpts = sorted((out / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))
-    for old in [c for c in ckpts if not c.name.endswith(".tmp")][:-keep]:
-        shutil.rmtree(old, ignore_errors=True)

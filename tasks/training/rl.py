@@ -1,0 +1,273 @@
+"""GPPO reinforcement learning, read top to bottom (paper §RL, ../shared/RECIPE.md):
+
+per step: sample `prompts_per_step` prompts → `rollouts_per_prompt` completions each (temperature 1.0)
+→ rewards (math-verify / sandbox) → group-normalised advantages → drop zero-variance groups → split the
+rollouts into `mini_batches` and take one optimizer step per mini-batch (several updates per rollout
+batch, as the paper) with
+
+    L = policy_loss(loss, logp, old_logp, Â, mask)  +  α · NLL(correct rollouts)     (α = 0.1)
+
+old_logp is the rollout policy's log-prob (recomputed by a forward pass before the first update, so it
+matches training numerics). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
+The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, whose weights are pushed in
+place after every optimizer step (tasks/generation/vllm_backend.py).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from tasks.generation.base import SamplingParams, chat_prompt
+from tasks.grading.rewards import RewardConfig, is_correct, reward_from_grade
+from tasks.training.advantages import estimate_advantages, zero_variance_groups
+from tasks.training.losses import policy_loss
+from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from tasks.training.metrics import MetricsLog, plot_curve
+from tasks.training.rl_data import PromptSampler, load_rl_rows
+from tasks.training.schedule import warmup_constant
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RLConfig:
+    loss: str = "gppo"
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    beta1: float = 1.0                    # GPPO general form (App. A.2); 1 = the paper's Eq. 11
+    beta2: float = 1.0
+    dual_clip: float | None = None        # off, as the paper (the release uses 10)
+    advantage: str = "grpo"               # "drgrpo" drops the std division
+    steps: int = 40
+    prompts_per_step: int = 16            # paper: 128
+    rollouts_per_prompt: int = 8          # paper: 8
+    mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code)
+    micro_batch_size: int = 32            # rollouts per forward/backward
+    lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
+    warmup_steps: int = 2                 # paper: 10 (over far longer runs)
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    sft_alpha: float = 0.1                # paper ablation: 0.1 best
+    filter_zero_variance: bool = True
+    overlong_filter: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+    save_every: int = 20
+    keep_checkpoints: int = 2
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
+    eval_every: int = 0
+    eval_k: int = 4
+    backend: str = "hf"                   # "vllm" on GPU
+
+
+def default_rl_lr(hidden: int) -> float:
+    return min(1e-4, 1e-6 * 4096 / hidden * 10)
+
+
+@dataclass
+class Rollout:
+    group: int
+    domain: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    reward: float | None
+    correct: bool
+    truncated: bool
+
+
+def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
+             on_step: Callable[[int, int, dict], None] | None = None, graders: dict | None = None) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from tasks.evaluation.evaluate import grade_samples
+
+    hf_logging.disable_progress_bar()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ckpt = latest_checkpoint(out) if resume else None
+    torch.manual_seed(cfg.seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
+    model.config.use_cache = True
+    rows, dataset = load_rl_rows(data)
+    sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
+    lr = cfg.lr or default_rl_lr(model.config.hidden_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_constant(s, cfg.warmup_steps))
+    step = 0
+    if ckpt is not None:
+        step = load_training_state(ckpt, opt, sched, device)
+    metrics = MetricsLog(out, resume_from_step=step if ckpt else None)
+    (out / "rl_config.json").write_text(json.dumps({"model": model_dir, "data": data, "dataset": dataset,
+                                                    "config": asdict(cfg), "lr": lr, "prompts": len(rows)}, indent=2))
+    gen = _make_rollout_engine(model, tok, model_dir, cfg)
+    own_graders = graders is None
+    graders = {} if own_graders else graders
+    try:
+        while step < cfg.steps:
+            t0 = time.perf_counter()
+            batch = sampler.batch(step)
+            prompts = [chat_prompt(tok, r["problem"]) for r in batch]
+            model.eval()
+            comps = gen.generate(prompts, SamplingParams(n=cfg.rollouts_per_prompt, temperature=cfg.temperature,
+                                                         top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                                                         seed=cfg.seed * 1_000_003 + step))
+            t_gen = time.perf_counter() - t0
+            grades = grade_samples(batch, [[c.text for c in cs] for cs in comps], graders)
+            rollouts = _rollouts(batch, prompts, comps, grades, tok, cfg)
+            values = _update(model, opt, sched, rollouts, cfg, device, step)
+            gen.sync_weights(model)
+            step += 1
+            values.update(t_generate_s=t_gen, t_step_s=time.perf_counter() - t0, lr=sched.get_last_lr()[0])
+            if cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                values["eval_avg_at_k"] = _held_out(gen, tok, cfg, graders)
+            metrics.log(step, values)
+            if on_step:
+                on_step(step, cfg.steps, values)
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
+    finally:
+        if own_graders:
+            for g in graders.values():
+                g.close()
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    rows_m = metrics.read()
+    plot_curve(rows_m, "reward_mean", out / "reward.png", f"RL reward ({cfg.loss})")
+    metrics.close()
+    return {"out": str(out), "steps": step, "dataset": dataset, "metrics": rows_m}
+
+
+def _make_rollout_engine(model, tok, model_dir: str, cfg: RLConfig):
+    if cfg.backend == "vllm":
+        from tasks.generation.vllm_backend import VLLMGenerator
+
+        return VLLMGenerator(model_dir)
+    from tasks.generation.hf_backend import HFGenerator
+
+    class _PolicyEngine(HFGenerator):
+        def sync_weights(self, _model) -> None:  # the policy itself generates: nothing to push
+            pass
+
+    return _PolicyEngine(model, tok, batch_size=max(64, cfg.rollouts_per_prompt * 8))
+
+
+def _rollouts(batch, prompts, comps, grades, tok, cfg: RLConfig) -> list[Rollout]:
+    out = []
+    for g, (row, prompt, cs, gs) in enumerate(zip(batch, prompts, comps, grades)):
+        p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        for c, grade in zip(cs, gs):
+            r = reward_from_grade(row["domain"], c.text, grade, cfg.reward)
+            out.append(Rollout(g, row["domain"], p_ids, c.token_ids, r, is_correct(r, cfg.reward, row["domain"]),
+                               c.finish_reason == "length"))
+    return out
+
+
+def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, step: int) -> dict:
+    """Advantages, filtering, then `mini_batches` optimizer steps; returns the step's metrics."""
+    scored = [r for r in rollouts if r.reward is not None and r.response_ids]
+    infra = len(rollouts) - len(scored)
+    if cfg.overlong_filter:
+        scored = [r for r in scored if not r.truncated]
+    rewards = [r.reward for r in scored]
+    groups = [r.group for r in scored]
+    n_groups = len(set(r.group for r in rollouts))
+    flat = zero_variance_groups(rewards, groups) if cfg.filter_zero_variance else set()
+    values = {
+        "reward_mean": sum(r.reward for r in scored) / max(1, len(scored)),
+        "accuracy": sum(r.correct for r in scored) / max(1, len(scored)),
+        "response_len": sum(len(r.response_ids) for r in rollouts) / max(1, len(rollouts)),
+        "truncated_frac": sum(r.truncated for r in rollouts) / max(1, len(rollouts)),
+        "filtered_group_frac": len(flat) / max(1, n_groups),
+        "infra_failures": infra,
+    }
+    adv = estimate_advantages(cfg.advantage, rewards, groups).tolist() if scored else []
+    train = [(r, a) for r, a in zip(scored, adv) if r.group not in flat]
+    values["trained_rollouts"] = len(train)
+    if not train:
+        sched.step()  # keep the schedule aligned with the step count
+        return {**values, "loss": 0.0, "grad_norm": 0.0, "entropy": 0.0, "clip_frac_low": 0.0,
+                "clip_frac_high": 0.0, "ratio_mean": 1.0}
+    random.Random(cfg.seed * 31 + step).shuffle(train)
+    model.train()
+    old_flat = []  # behaviour log-probs per rollout, before any update of this step
+    with torch.no_grad():
+        for chunk in _chunks(train, cfg.micro_batch_size):
+            lp, _, _ = _logprobs(model, chunk, device)
+            old_flat += [lp[i, :len(r.response_ids)] for i, (r, _) in enumerate(chunk)]
+    size = -(-len(train) // cfg.mini_batches)
+    agg: dict[str, list[float]] = {}
+    for m in range(0, len(train), size):
+        mb, mb_old = train[m:m + size], old_flat[m:m + size]
+        n_tok = sum(len(r.response_ids) for r, _ in mb)
+        n_sft = sum(len(r.response_ids) for r, _ in mb if r.correct)
+        total = 0.0
+        for i in range(0, len(mb), cfg.micro_batch_size):
+            chunk, chunk_old = mb[i:i + cfg.micro_batch_size], mb_old[i:i + cfg.micro_batch_size]
+            logp, mask, ent = _logprobs(model, chunk, device)
+            old_t = torch.nn.utils.rnn.pad_sequence(chunk_old, batch_first=True)
+            adv_t = torch.tensor([a for _, a in chunk], device=device)
+            loss, mets = policy_loss(cfg.loss, logp, old_t, adv_t, mask, cfg.eps_low, cfg.eps_high,
+                                     num_tokens=n_tok, beta1=cfg.beta1, beta2=cfg.beta2, dual_clip=cfg.dual_clip)
+            if cfg.sft_alpha and n_sft:
+                ok = torch.tensor([float(r.correct) for r, _ in chunk], device=device)[:, None]
+                loss = loss + cfg.sft_alpha * -(logp * mask * ok).sum() / n_sft
+            loss.backward()
+            total += loss.item()
+            for k, v in {**mets, "entropy": ent}.items():
+                agg.setdefault(k, []).append(v)
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        agg.setdefault("loss", []).append(total)
+        agg.setdefault("grad_norm", []).append(gnorm)
+    sched.step()
+    values.update({k: sum(v) / len(v) for k, v in agg.items()})
+    return values
+
+
+def _chunks(xs, n):
+    return [xs[i:i + n] for i in range(0, len(xs), n)]
+
+
+def _logprobs(model, chunk, device) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """log π(response tokens) for a chunk of (rollout, advantage): a (B, T_resp) right-padded tensor, its
+    mask, and the mean token entropy (a diagnostic; no gradient). Prompt tokens are not scored."""
+    seqs = [r.prompt_ids + r.response_ids for r, _ in chunk]
+    width = max(map(len, seqs))
+    ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
+    attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
+    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    t_resp = max(len(r.response_ids) for r, _ in chunk)
+    out = torch.zeros(len(chunk), t_resp, device=device)
+    mask = torch.zeros(len(chunk), t_resp, device=device)
+    ent_sum, n = 0.0, 0
+    for i, (r, _) in enumerate(chunk):
+        p, t = len(r.prompt_ids), len(r.response_ids)
+        lg = torch.log_softmax(logits[i, p - 1:p - 1 + t], dim=-1)
+        out[i, :t] = lg.gather(-1, torch.tensor(r.response_ids, device=device)[:, None]).squeeze(-1)
+        mask[i, :t] = 1
+        with torch.no_grad():
+            ent_sum += float(-(lg.exp() * lg).sum())
+        n += t
+    return out, mask, ent_sum / max(1, n)
+
+
+def _held_out(gen, tok, cfg: RLConfig, graders) -> float:
+    from tasks.evaluation.evaluate import EvalConfig, evaluate
+
+    res = evaluate("", "held-out", cfg.eval_benchmark, EvalConfig(k=cfg.eval_k, max_tokens=cfg.max_tokens,
+                                                                 seed=cfg.seed), generator=gen, graders=graders)
+    return res.avg_at_k

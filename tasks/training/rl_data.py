@@ -1,0 +1,67 @@
+"""RL prompts: canonical problems that can be rewarded (math with an answer, code with tests), from a
+store (its current dataset version) or a canonical file; optional pass-rate window from difficulty tags
+(paper: code pass rate ≥ 0.5 over 16 samples; math: a majority of 16 samples pass)."""
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+
+def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"), min_pass_rate: float | None = None,
+                 max_pass_rate: float | None = None) -> tuple[list[dict], str]:
+    from pathlib import Path
+
+    from storage.keys import hash_file
+    from storage.store import Store
+    from tasks.curation.schema import Malformed, to_problem
+    from tasks.curation.sources import read_source
+
+    if Path(data).is_dir():
+        store = Store(data)
+        version = store.current_version()
+        if version is None:
+            raise ValueError(f"{data}: store has no curated dataset (run klear curate first)")
+        rows, dataset = store.read_table(version, "problems").to_pylist(), version
+    else:
+        rows = []
+        for raw in read_source(data):
+            if raw.error:
+                raise ValueError(f"{data} row {raw.row}: {raw.error}")
+            try:
+                rows.append(to_problem(raw.value, "file").as_row())
+            except Malformed as e:
+                raise ValueError(f"{data} row {raw.row}: {e}") from None
+        dataset = "file:" + hash_file(data)[:16]
+    keep = []
+    for r in rows:
+        if r["domain"] not in domains:
+            continue
+        if (r["domain"] == "math" and r.get("answer") is None) or (r["domain"] == "code" and not r.get("tests")):
+            continue
+        pr = r.get("pass_rate")
+        if pr is not None and ((min_pass_rate is not None and pr < min_pass_rate) or
+                               (max_pass_rate is not None and pr > max_pass_rate)):
+            continue
+        keep.append(r)
+    if not keep:
+        raise ValueError(f"{data}: no rewardable problems (math with an answer, code with tests) in {domains}")
+    return keep, dataset
+
+
+class PromptSampler:
+    """Prompts in a seeded order, reshuffled each epoch; `batch(step)` is a pure function of
+    (seed, step), so a resumed run sees exactly the prompts it would have seen."""
+
+    def __init__(self, rows: list[dict], per_step: int, seed: int):
+        self.rows, self.per_step, self.seed = rows, per_step, seed
+
+    def batch(self, step: int) -> list[dict]:
+        start = step * self.per_step
+        return [self.rows[self._order(i // len(self.rows))[i % len(self.rows)]]
+                for i in range(start, start + self.per_step)]
+
+    @lru_cache(maxsize=4)
+    def _order(self, epoch: int) -> list[int]:
+        order = list(range(len(self.rows)))
+        random.Random(self.seed * 7919 + epoch).shuffle(order)
+        return order

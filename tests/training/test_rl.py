@@ -1,0 +1,53 @@
+"""RL trainer on a tiny model: runs, logs every metric, checkpoints, and resumes on the same curve."""
+import json
+import shutil
+
+import pytest
+
+from tasks.models.factory import init_model
+from tasks.training.rl import RLConfig, train_rl
+from tasks.training.sft import SFTConfig, train_sft
+
+pytestmark = pytest.mark.slow
+
+ROWS = [{"problem": f"What is {a} plus {b}?", "answer": str(a + b),
+         "response": f"<think>\n{a} + {b} = {a + b}\n</think>\nThe answer is \\boxed{{{a + b}}}."}
+        for a in range(6) for b in range(6)]
+
+
+@pytest.fixture(scope="module")
+def sft_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rl")
+    data = d / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    base = init_model(d / "base", [r["problem"] + r["response"] for r in ROWS], seed=0)
+    train_sft(str(base), str(data), str(d / "sft"), SFTConfig(epochs=3, batch_size=4, micro_batch_size=4, seq_len=256))
+    return str(d / "sft"), str(data)
+
+
+def _cfg(**kw):
+    return RLConfig(**{"steps": 4, "prompts_per_step": 4, "rollouts_per_prompt": 4, "mini_batches": 2,
+                       "max_tokens": 40, "save_every": 2, "seed": 3, **kw})
+
+
+def test_rl_runs_and_logs_metrics(sft_model, tmp_path):
+    model, data = sft_model
+    res = train_rl(model, data, str(tmp_path / "rl"), _cfg())
+    assert res["steps"] == 4
+    m = res["metrics"][-1]
+    for key in ("reward_mean", "accuracy", "response_len", "entropy", "clip_frac_low", "clip_frac_high",
+                "grad_norm", "filtered_group_frac", "loss"):
+        assert key in m, key
+    assert (tmp_path / "rl" / "reward.png").exists() and (tmp_path / "rl" / "config.json").exists()
+
+
+def test_kill_and_resume_gives_the_same_continuation(sft_model, tmp_path):
+    model, data = sft_model
+    out = tmp_path / "rl"
+    full = train_rl(model, data, str(out), _cfg())
+    shutil.rmtree(out / "checkpoints" / "step-4")  # as if killed after the step-2 checkpoint
+    resumed = train_rl(model, data, str(out), _cfg(), resume=True)
+    keys = ("reward_mean", "loss", "response_len")
+    flat = lambda res: [r[k] for r in res["metrics"] for k in keys]  # noqa: E731
+    assert len(resumed["metrics"]) == 4
+    assert flat(resumed) == pytest.approx(flat(full), rel=1e-5)
