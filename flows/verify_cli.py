@@ -1,0 +1,132 @@
+"""`klear verify` and `klear sandbox ...`: registered onto the main app by flows/cli.py.
+
+    klear verify INPUT --out OUTPUT [--dask ADDRESS] [--workers N]
+    klear sandbox build [--force] [--cpp]
+    klear sandbox reap [--all]
+
+User errors (missing input, bad extension, bad flag value, no Docker engine, unreachable scheduler)
+are one line on stderr with exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+import time
+from typing import Optional
+
+import typer
+
+from flows.cli_common import UserError
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=300)
+        client.ping()
+        return client
+    except Exception as exc:
+        raise UserError(f"no Docker engine answers ({type(exc).__name__}); start one, e.g. "
+                        "scripts/ensure-docker.sh") from None
+
+
+def _summary(results: list[dict]) -> str:
+    counts = collections.Counter(r["verdict"] for r in results)
+    scored = [r["reward"] for r in results if r["reward"] is not None]
+    mean = sum(scored) / len(scored) if scored else 0.0
+    parts = ", ".join(f"{v} {n}" for v, n in counts.most_common()) or "none"
+    return f"{len(results)} rows: {parts}; mean reward {mean:.3f} over {len(scored)} scored"
+
+
+def verify(
+    input: str = typer.Argument(..., help="Submissions: .jsonl or .parquet rows {id, code, tests, [language], [time_limit]}"),
+    out: str = typer.Option(..., "--out", help="Results: .jsonl or .parquet rows {id, verdict, passed, total, reward, details}"),
+    dask: Optional[str] = typer.Option(None, "--dask", help="Address of an existing Dask scheduler (default: a LocalCluster)"),
+    workers: int = typer.Option(2, "--workers", help="LocalCluster workers, one sandbox container each"),
+    max_tests: int = typer.Option(16, "--max-tests", help="Tests per submission (sampled, seeded)"),
+    seed: int = typer.Option(0, "--seed", help="Test-sampling seed"),
+) -> None:
+    """Run code submissions against their tests in Docker sandboxes and write one verdict per row."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from sandbox.config import JudgeConfig
+    from storage import paths
+    from tasks.verification import VerifyConfig, VerifyError, VerifyIOError, read_rows, verify_rows, write_rows
+    from tasks.verification.io import output_kind
+
+    if workers < 1:
+        raise UserError(f"--workers {workers}: must be at least 1")
+    if max_tests < 1:
+        raise UserError(f"--max-tests {max_tests}: must be at least 1")
+    try:
+        output_kind(out)
+    except VerifyIOError as exc:
+        raise UserError(f"--out {exc}") from None
+    if not input.startswith("hf:") and not paths.exists(input):
+        raise UserError(f"{input}: no such file")
+    try:
+        rows = read_rows(input)
+    except VerifyIOError as exc:
+        raise UserError(str(exc)) from None
+    if dask is None:
+        _docker_client()
+    config = VerifyConfig(workers=workers, dask_address=dask, judge=JudgeConfig(max_tests=max_tests, seed=seed))
+    err = Console(stderr=True)
+    started = time.monotonic()
+    with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as bar:
+        task = bar.add_task("verify", total=len(rows))
+        try:
+            results = verify_rows(rows, config, progress=lambda done, total: bar.update(task, completed=done))
+        except VerifyError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        write_rows(results, out)
+    except VerifyIOError as exc:
+        raise UserError(str(exc)) from None
+    elapsed = time.monotonic() - started
+    print(f"{_summary(results)} -> {out} ({elapsed:.1f}s, {len(rows) / max(elapsed, 1e-9):.1f} rows/s)")
+
+
+def build(
+    force: bool = typer.Option(False, "--force", help="Rebuild even if an image with this recipe exists"),
+    cpp: bool = typer.Option(False, "--cpp", help="Include g++ for C++ submissions"),
+) -> None:
+    """Build the sandbox image from Debian packages (debootstrap + docker import; no registry)."""
+    from sandbox.image import ImageConfig, build_image
+
+    client = _docker_client()
+    started = time.monotonic()
+    try:
+        tag = build_image(force=force, config=ImageConfig(cpp=cpp), client=client)
+    except RuntimeError as exc:
+        raise UserError(f"sandbox build: {exc}") from None
+    print(f"{tag} ({time.monotonic() - started:.1f}s)")
+
+
+def reap(all_: bool = typer.Option(False, "--all", help="Remove every sandbox container, not just orphans")) -> None:
+    """Remove sandbox containers left by crashed clients."""
+    from sandbox.reaper import reap as reap_containers
+
+    removed = reap_containers(_docker_client(), everything=all_)
+    print(f"removed {len(removed)} sandbox container(s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)
+    sandbox_app = typer.Typer(help="The Docker sandbox used by `klear verify`.", no_args_is_help=True)
+    sandbox_app.command("build")(build)
+    sandbox_app.command("reap")(reap)
+    app.add_typer(sandbox_app, name="sandbox")
+
+
+if __name__ == "__main__":  # standalone: python -m flows.verify_cli ...
+    standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    register(standalone)
+    try:
+        standalone()
+    except UserError as exc:
+        exc.show()
+        sys.exit(2)

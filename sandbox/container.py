@@ -1,0 +1,147 @@
+"""One warm sandbox container: created with every isolation default, runner attached, one job at a time."""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+
+from sandbox.channel import Channel, ChannelError
+from sandbox.config import ContainerConfig
+from sandbox.image import RUNNER_CMD
+
+log = logging.getLogger(__name__)
+
+LABEL = "klear.sandbox"  # every container we create carries LABEL=1 (the reaper's selector)
+OWNER_LABEL = "klear.owner"  # host:pid:start-ticks of the creating process (the reaper's liveness test)
+CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class SandboxFault(Exception):
+    """An infrastructure fault (engine, container, runner): retried, never scored against a program."""
+
+
+def process_start_ticks(pid: int) -> str | None:
+    """Start time of a process in clock ticks since boot; with the pid it names a process uniquely."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start_ticks(os.getpid()) or 0}"
+
+
+def create_args(image: str, config: ContainerConfig, uid: int, exec_tmp: bool = False) -> tuple[dict, dict]:
+    """(create_container kwargs, create_host_config kwargs): the isolation policy in one place."""
+    tmp_opts = f"rw,{'exec' if exec_tmp else 'noexec'},nosuid,nodev,size={config.tmpfs_size // 1024}k,mode=1777"
+    host = dict(
+        network_mode=config.network,
+        read_only=config.read_only_root,
+        tmpfs={"/tmp": tmp_opts},
+        shm_size=config.shm_size,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        mem_limit=config.memory,
+        memswap_limit=config.memory,  # equal to the memory limit: no swap
+        pids_limit=config.pids,
+        nano_cpus=int(config.cpus * 1e9),
+        ipc_mode="private",
+        auto_remove=True,  # the runner exits when our attach socket closes (client crash): gone for good
+        log_config={"type": "none", "config": {}},  # protocol traffic must not pile up in json logs
+        init=False,  # the runner is PID 1: it reaps orphans and kill(-1) reaches every process
+    )
+    container = dict(
+        image=image,
+        command=RUNNER_CMD,
+        user=f"{uid}:{uid}",
+        stdin_open=True,  # with detach=False docker-py also sets StdinOnce: stdin closes when our
+        detach=False,  #   attachment does (client gone), the runner sees EOF and exits, auto_remove cleans up
+        tty=False,
+        environment={"PATH": CHILD_PATH, "LANG": "C.UTF-8", "HOME": "/tmp"},  # nothing from the host
+        labels={**config.labels, LABEL: "1", OWNER_LABEL: owner_id()},
+        network_disabled=config.network == "none",
+        hostname="sandbox",
+        working_dir="/tmp",
+        stop_signal="SIGKILL",  # PID 1 ignores SIGTERM and has nothing to save: `docker stop` (and an
+        #   engine shutdown) would otherwise wait out the 10 s grace period per container
+    )
+    return container, host
+
+
+class Container:
+    def __init__(self, client, image: str, config: ContainerConfig, startup_s: float = 30.0,
+                 exec_tmp: bool = False):
+        self.client = client  # a docker.DockerClient
+        self.image = image
+        self.config = config
+        self.exec_tmp = exec_tmp  # compiled (C++) programs run from /tmp
+        self.startup_s = startup_s
+        self.id: str | None = None
+        self.channel: Channel | None = None
+        self.jobs = 0
+        self.hello: dict = {}
+        self.uid = random.randrange(*config.uid_range)
+
+    @property
+    def name(self) -> str:
+        return f"sandbox {self.id[:12] if self.id else '?'}"
+
+    def start(self) -> "Container":
+        api = self.client.api
+        kwargs, host = create_args(self.image, self.config, self.uid, self.exec_tmp)
+        try:
+            self.id = api.create_container(host_config=api.create_host_config(**host), **kwargs)["Id"]
+            # Attach before start: nothing the runner writes can be missed or sit in an HTTP read buffer.
+            sock = api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            self.channel = Channel(sock, name=self.name)
+            api.start(self.id)
+            self.hello = self.channel.recv(self.startup_s)
+        except Exception as exc:
+            self.close()
+            raise SandboxFault(f"could not start a sandbox container from {self.image}: {exc}") from exc
+        if "hello" not in self.hello or not self.hello.get("sandboxed"):
+            self.close()
+            raise SandboxFault(f"{self.name}: unexpected greeting {self.hello!r}")
+        return self
+
+    def run(self, job: dict, timeout: float) -> dict:
+        """Send a job, return the runner's response. Any failure to get one is a SandboxFault."""
+        if self.channel is None:
+            raise SandboxFault(f"{self.name} is not running")
+        try:
+            self.channel.send(job)
+            resp = self.channel.recv(timeout)
+        except ChannelError as exc:
+            raise SandboxFault(str(exc)) from exc
+        self.jobs += 1
+        if not resp.get("ok"):
+            raise SandboxFault(f"{self.name}: runner error: {resp.get('error')}")
+        return resp
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.id is not None:
+            try:
+                self.client.api.remove_container(self.id, force=True)
+            except Exception as exc:  # already gone (auto_remove) or the engine is down: the reaper's job
+                log.debug("%s: remove: %s", self.name, exc)
+            self.id = None
+
+
+def wait_for_engine(client, timeout: float) -> bool:
+    """Poll the engine until it answers (e.g. after a restart); False if it never did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return True
+        except Exception:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)

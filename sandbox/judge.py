@@ -1,0 +1,125 @@
+"""One submission end to end: validate the row, sample its tests, run them in one round trip, judge.
+
+    verify_submission({"id": ..., "code": ..., "tests": ..., "language"?: ..., "time_limit"?: ...}, pool)
+    -> {"id", "verdict", "passed", "total", "reward", "details"}
+
+A bad row never raises: no code is a compile_error (the model produced nothing runnable: lowest
+reward); tests that cannot be parsed, an unknown language or a bad time limit are a sandbox_error with
+the reason in details (the row cannot be judged, so it is not scored).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.config import JudgeConfig
+from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_tests, sample_indices
+from sandbox.verdicts import (COMPILE_ERROR, SANDBOX_ERROR, SKIPPED, result_row, summarize,
+                              judge_test)
+
+LANGUAGES = {"python": "python", "python3": "python", "py": "python", "py3": "python",
+             "cpp": "cpp", "c++": "cpp", "cpp17": "cpp", "cpp14": "cpp", "cpp20": "cpp", "cxx": "cpp"}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    row_id: Any
+    suite: TestSuite
+    indices: list[int]  # which tests of the suite run, in order
+    job: dict  # the runner request
+    cpu_limit: float
+    timeout_s: float  # host-side deadline for the whole round trip (before slack)
+
+
+def _bad(row_id: Any, verdict: str, reason: str, total: int = 0) -> dict:
+    return result_row(row_id, verdict, 0, total, {"reason": reason})
+
+
+def prepare(row: Any, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
+    """A runner job for the row, or (for a bad row) its final result."""
+    if not isinstance(row, dict):
+        return _bad(None, SANDBOX_ERROR, f"bad row: expected an object, got {type(row).__name__}")
+    row_id = row.get("id")
+    code = row.get("code")
+    if code is not None and not isinstance(code, str):
+        return _bad(row_id, SANDBOX_ERROR, f"bad row: code must be a string, got {type(code).__name__}")
+    try:
+        suite = parse_tests(row.get("tests"))
+    except InvalidTests as exc:
+        return _bad(row_id, SANDBOX_ERROR, f"invalid_tests: {exc}")
+    indices = sample_indices(len(suite), config.max_tests, config.seed, row_id)
+    if not code or not code.strip():
+        return _bad(row_id, COMPILE_ERROR, "no code", total=len(indices))
+    language = LANGUAGES.get(str(row.get("language") or "python").strip().lower())
+    if language is None:
+        return _bad(row_id, SANDBOX_ERROR, f"unsupported language {row.get('language')!r}", len(indices))
+    if language == "cpp" and suite.mode != STDIO:
+        return _bad(row_id, SANDBOX_ERROR, "C++ rows need stdin/stdout tests", len(indices))
+    time_limit = row.get("time_limit")
+    if time_limit is not None:
+        try:
+            time_limit = float(time_limit)
+        except (TypeError, ValueError):
+            time_limit = math.nan
+        if not (0 < time_limit <= config.max_time_limit_s):
+            return _bad(row_id, SANDBOX_ERROR,
+                        f"bad time_limit {row.get('time_limit')!r} (0 < t <= {config.max_time_limit_s})",
+                        len(indices))
+    limits = config.limits
+    cpu = time_limit or limits.time_limit_s
+    job = {"op": "run", "language": language, "mode": suite.mode, "code": code,
+           "fn_name": suite.fn_name, "tests": [suite.runner_test(i) for i in indices],
+           "limits": limits.to_runner(cpu)}
+    # Worst case: every test runs to its wall deadline (plus the runner's own cleanup), then compile.
+    timeout = len(indices) * (limits.wall_s(cpu) + 0.5) + (limits.compile_time_s if language == "cpp" else 0)
+    return Prepared(row_id, suite, indices, job, cpu, timeout)
+
+
+def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig()) -> dict:
+    """Turn the runner's response into the output row."""
+    total = len(prepared.indices)
+    details: dict = {"attempts": response.get("attempts", 1)}
+    if response.get("unsupported"):
+        return result_row(prepared.row_id, SANDBOX_ERROR, 0, total, {**details, "reason": response["unsupported"]})
+    compiled = response.get("compile")
+    if compiled and compiled.get("exit") != 0:
+        why = "compile timed out" if compiled.get("timed_out") else (compiled.get("stderr") or "").strip()[-1500:]
+        return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})
+    results = response.get("results", [])
+    verdicts, tests, message = [], [], ""
+    for raw, index in zip(results, prepared.indices):
+        verdict, why = judge_test(raw, prepared.suite, index, prepared.cpu_limit, config.float_tolerance,
+                                    config.unwrap_outputs)
+        verdicts.append(verdict)
+        entry = {"index": index, "verdict": verdict}
+        if verdict != SKIPPED:
+            entry.update(cpu=raw.get("cpu"), wall=raw.get("wall"), rss_kb=raw.get("maxrss_kb"))
+        tests.append(entry)
+        if verdict == COMPILE_ERROR:
+            return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})
+        if why and not message and verdict != SKIPPED:
+            message = why
+    if len(results) != total:
+        return result_row(prepared.row_id, SANDBOX_ERROR, 0, total,
+                          {**details, "reason": f"runner returned {len(results)} results for {total} tests"})
+    verdict, passed, reward = summarize(verdicts, total)
+    details["tests"] = tests
+    if message:
+        details["message"] = message
+    return result_row(prepared.row_id, verdict, passed, total, details, reward)
+
+
+def verify_submission(row: Any, pool, config: JudgeConfig = JudgeConfig()) -> dict:
+    """Judge one row on a SandboxPool. Never raises for the row's content or a sandbox fault."""
+    from sandbox.pool import SandboxUnavailable
+
+    prepared = prepare(row, config)
+    if isinstance(prepared, dict):
+        return prepared
+    try:
+        response = pool.run(prepared.job, timeout=prepared.timeout_s + pool.config.job_slack_s)
+    except SandboxUnavailable as exc:
+        return result_row(prepared.row_id, SANDBOX_ERROR, 0, len(prepared.indices),
+                          {"reason": f"sandbox unavailable: {exc}"})
+    return judge(prepared, response, config)

@@ -1,0 +1,98 @@
+"""Rows in and results out: `.jsonl` or `.parquet` (local paths or fsspec URLs; `hf:` for input).
+
+Input is read with the curation source readers, so a line that is not JSON becomes a row carrying its
+`_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
+`details` is a JSON string column (its keys differ from row to row); in JSONL it is an object.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from storage import paths
+from tasks.curation.sources import SourceError, read_source, source_kind
+
+OUTPUT_KINDS = ("jsonl", "parquet")
+
+
+class VerifyIOError(ValueError):
+    """A file that cannot be read or written; the message names it."""
+
+
+def output_kind(path: str) -> str:
+    try:
+        kind = source_kind(path)
+    except SourceError:
+        kind = None
+    if kind not in OUTPUT_KINDS or path.lower().endswith(".gz"):
+        raise VerifyIOError(f"{path}: output must end in .jsonl or .parquet")
+    return kind
+
+
+def read_rows(path: str) -> list[dict]:
+    """Every row of the input, in order; an unreadable line is {"id": None, "_error": "line N: ..."}."""
+    try:
+        rows = []
+        for raw in read_source(path):
+            if raw.error == "blank line":
+                continue
+            if raw.error:
+                rows.append({"id": None, "_error": f"{path} line {raw.row}: {raw.error}"})
+            elif not isinstance(raw.value, dict):
+                rows.append({"id": None, "_error": f"{path} line {raw.row}: expected an object, "
+                                                   f"got {type(raw.value).__name__}"})
+            else:
+                rows.append(raw.value)
+        return rows
+    except SourceError as exc:
+        raise VerifyIOError(str(exc)) from None
+    except OSError as exc:
+        raise VerifyIOError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _id_type(ids: list[Any]):
+    import pyarrow as pa
+
+    present = [i for i in ids if i is not None]
+    if present and all(isinstance(i, int) and not isinstance(i, bool) for i in present):
+        return pa.int64(), ids
+    return pa.string(), [None if i is None else (i if isinstance(i, str) else json.dumps(i)) for i in ids]
+
+
+def write_rows(rows: Iterable[dict], path: str) -> None:
+    """Write results atomically (to a temporary name, then renamed) when the target is local."""
+    kind = output_kind(path)
+    rows = list(rows)
+    local = paths.is_local(path)
+    target = path.removeprefix("file://")
+    tmp = f"{target}.tmp-{os.getpid()}" if local else target
+    if local:
+        os.makedirs(os.path.dirname(os.path.abspath(target)) or ".", exist_ok=True)
+    try:
+        if kind == "jsonl":
+            with paths.open_binary(tmp, "wb") as fh:
+                for row in rows:
+                    fh.write((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode())
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            id_type, ids = _id_type([r.get("id") for r in rows])
+            table = pa.table({
+                "id": pa.array(ids, id_type),
+                "verdict": pa.array([r["verdict"] for r in rows], pa.string()),
+                "passed": pa.array([r["passed"] for r in rows], pa.int64()),
+                "total": pa.array([r["total"] for r in rows], pa.int64()),
+                "reward": pa.array([r["reward"] for r in rows], pa.float64()),
+                "details": pa.array([json.dumps(r["details"], default=str) for r in rows], pa.string()),
+            })
+            with paths.open_binary(tmp, "wb") as fh:
+                pq.write_table(table, fh)
+        if local:
+            os.replace(tmp, target)
+    except OSError as exc:
+        raise VerifyIOError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if local and os.path.exists(tmp):
+            os.unlink(tmp)

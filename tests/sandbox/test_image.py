@@ -1,0 +1,49 @@
+"""Image recipe hashing and the rootfs -> image tarball step, on a tiny fake rootfs. No Docker."""
+import io
+import tarfile
+from dataclasses import replace
+
+from sandbox.image import (RUNNER_IN_IMAGE, RUNNER_PATH, SANDBOX_UID, ImageConfig, compose_image_tar,
+                           image_tag, recipe_hash)
+
+
+def test_tag_is_a_hash_of_the_recipe(tmp_path):
+    base = ImageConfig(cache_dir=tmp_path)
+    assert image_tag(base) == f"klear-sandbox:{recipe_hash(base)}"
+    assert recipe_hash(base) == recipe_hash(ImageConfig(cache_dir=tmp_path / "other", mirror="http://x/"))
+    assert recipe_hash(base) != recipe_hash(replace(base, packages=("python3", "vim")))
+    cpp = replace(base, cpp=True)
+    assert image_tag(cpp).startswith("klear-sandbox-cpp:") and recipe_hash(cpp) != recipe_hash(base)
+    assert image_tag(replace(base, tag="mine:1")) == "mine:1"
+
+
+def _add(tar, name, data=b"", mode=0o644, kind=tarfile.REGTYPE, link=""):
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.size, info.linkname = kind, mode, len(data), link
+    tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+
+def test_compose_adds_runner_and_user_strips_setuid_and_trims(tmp_path):
+    rootfs = tmp_path / "rootfs.tar"
+    with tarfile.open(rootfs, "w") as tar:
+        for d in (".", "./etc", "./usr", "./usr/bin", "./usr/share", "./usr/share/doc", "./opt"):
+            _add(tar, d, kind=tarfile.DIRTYPE, mode=0o755)
+        _add(tar, "./etc/passwd", b"root:x:0:0:root:/root:/bin/bash\n")
+        _add(tar, "./etc/group", b"root:x:0:\n")
+        _add(tar, "./usr/bin/su", b"\x7fELF", mode=0o4755)
+        _add(tar, "./usr/share/doc/README", b"docs")
+        _add(tar, "./usr/bin/hard", kind=tarfile.LNKTYPE, link="./usr/share/doc/README")
+    out = tmp_path / "image.tar"
+    compose_image_tar(rootfs, out)
+    with tarfile.open(out) as tar:
+        names = [m.name for m in tar]
+        assert len(names) == len(set(names))  # docker import rejects duplicate paths
+        members = {m.name.lstrip("./"): m for m in tar}
+        assert "usr/share/doc/README" not in members and "usr/bin/hard" not in members
+        assert members["usr/bin/su"].mode & 0o6000 == 0
+        passwd = tar.extractfile(members["etc/passwd"]).read().decode()
+        assert f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}" in passwd and passwd.startswith("root:")
+        assert "sandbox" in tar.extractfile(members["etc/group"]).read().decode()
+        runner = members[RUNNER_IN_IMAGE.lstrip("/")]
+        assert tar.extractfile(runner).read() == RUNNER_PATH.read_bytes() and runner.mode == 0o644
+        assert members["opt/klear"].isdir()

@@ -1,0 +1,57 @@
+"""`klear verify` / `klear sandbox` as a user runs them: one-line errors with exit 2, then a real run."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def klear(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def rows_file(tmp_path):
+    path = tmp_path / "in.jsonl"
+    rows = [{"id": "good", "code": "print(int(input()) * 2)", "tests": {"inputs": ["2\n"], "outputs": ["4\n"]}},
+            {"id": "bad", "code": "def add(a, b):\n    return a", "tests": {"assert_code": "assert add(1, 2) == 3"}},
+            {"id": "no-tests", "code": "print(1)"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{oops\n")
+    return path
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["verify", "/nonexistent/in.jsonl", "--out", "o.jsonl"], "/nonexistent/in.jsonl: no such file"),
+    (["verify", "{rows}", "--out", "o.csv"], "--out o.csv: output must end in .jsonl or .parquet"),
+    (["verify", "{rows}", "--out", "o.jsonl", "--workers", "0"], "--workers 0: must be at least 1"),
+    (["verify", "{rows}"], "--out"),
+])
+def test_bad_invocations_are_one_line_exit_2(rows_file, args, needle):
+    r = klear(*[a.replace("{rows}", str(rows_file)) for a in args])
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.docker
+def test_verify_end_to_end(rows_file, tmp_path):
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception:
+        pytest.skip("no Docker engine")
+    out = tmp_path / "out.jsonl"
+    r = klear("verify", str(rows_file), "--out", str(out), "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    assert "4 rows: " in r.stdout
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(x["id"], x["verdict"]) for x in results] == [
+        ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "sandbox_error"), (None, "sandbox_error")]
+    assert "invalid_tests" in results[2]["details"]["reason"] and "line 4" in results[3]["details"]["reason"]
+    build = klear("sandbox", "build")
+    assert build.returncode == 0 and build.stdout.startswith("klear-sandbox:")

@@ -1,0 +1,61 @@
+"""JSONL/Parquet in and out. No Docker."""
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.verification.io import VerifyIOError, output_kind, read_rows, write_rows
+
+RESULTS = [
+    {"id": "a", "verdict": "accepted", "passed": 2, "total": 2, "reward": 1.0, "details": {"tests": [1, 2]}},
+    {"id": None, "verdict": "sandbox_error", "passed": 0, "total": 0, "reward": None, "details": {"reason": "x"}},
+]
+
+
+def test_read_jsonl_keeps_bad_lines_as_rows_and_skips_blank_ones(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": 1, "code": "x"}\n\n{broken\n[1, 2]\n{"id": 2}\n')
+    rows = read_rows(str(path))
+    assert [r.get("id") for r in rows] == [1, None, None, 2]
+    assert "line 3: not JSON" in rows[1]["_error"] and "line 4: expected an object" in rows[2]["_error"]
+
+
+def test_read_parquet(tmp_path):
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": "a", "code": "x", "tests": json.dumps({"assert_code": "1"})}]), path)
+    assert read_rows(str(path)) == [{"id": "a", "code": "x", "tests": '{"assert_code": "1"}'}]
+
+
+@pytest.mark.parametrize("name, why", [("missing.jsonl", "no such file"), ("in.csv", "unknown source format")])
+def test_unreadable_inputs_name_the_file(tmp_path, name, why):
+    (tmp_path / "in.csv").write_text("a,b\n")
+    with pytest.raises(VerifyIOError, match=why) as exc:
+        read_rows(str(tmp_path / name))
+    assert name in str(exc.value)
+
+
+def test_output_kinds():
+    assert output_kind("x.jsonl") == "jsonl" and output_kind("s3://b/x.parquet") == "parquet"
+    for bad in ("x.csv", "x", "x.jsonl.gz"):
+        with pytest.raises(VerifyIOError, match="must end in .jsonl or .parquet"):
+            output_kind(bad)
+
+
+def test_write_jsonl_and_parquet(tmp_path):
+    write_rows(RESULTS, str(tmp_path / "out.jsonl"))
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert lines == RESULTS
+    write_rows(RESULTS, str(tmp_path / "sub" / "out.parquet"))
+    table = pq.read_table(tmp_path / "sub" / "out.parquet")
+    assert table.column_names == ["id", "verdict", "passed", "total", "reward", "details"]
+    rows = table.to_pylist()
+    assert rows[1]["reward"] is None and json.loads(rows[0]["details"]) == {"tests": [1, 2]}
+    assert list(tmp_path.glob("**/*.tmp-*")) == []
+
+
+def test_parquet_ids_keep_ints_and_stringify_mixed(tmp_path):
+    write_rows([dict(RESULTS[0], id=7), dict(RESULTS[0], id=None)], str(tmp_path / "a.parquet"))
+    assert pq.read_table(tmp_path / "a.parquet").column("id").to_pylist() == [7, None]
+    write_rows([dict(RESULTS[0], id=7), dict(RESULTS[0], id="x")], str(tmp_path / "b.parquet"))
+    assert pq.read_table(tmp_path / "b.parquet").column("id").to_pylist() == ["7", "x"]

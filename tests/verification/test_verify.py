@@ -1,0 +1,154 @@
+"""verify_rows: order, exactly one result per row, bad rows; then real sandboxes on threads and Dask."""
+import os
+import signal
+import time
+
+import pytest
+
+import sandbox.pool
+import tasks.verification.verify as verify_mod
+from sandbox.verdicts import result_row
+from tasks.verification import VerifyConfig, verify_rows
+
+
+class FakePool:
+    def __init__(self, config):
+        self.config = config
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
+    def fake_verify(row, pool, judge):
+        if row["id"] == "boom":
+            raise RuntimeError("judge bug")
+        time.sleep(0.01 * (row["id"] % 3))  # finish out of order
+        return result_row(row["id"], "accepted", 1, 1, {})
+
+    monkeypatch.setattr(sandbox.pool, "SandboxPool", FakePool)
+    monkeypatch.setattr(verify_mod, "verify_submission", fake_verify)
+    ok = {"code": "x", "tests": {"assert_code": "assert 1"}}
+    rows = [dict(ok, id=i) for i in range(20)] + [dict(ok, id="boom"), {"id": None, "_error": "in.jsonl line 9: not JSON"},
+                                                  {"id": "no-tests", "code": "x"}]
+    seen = []
+    out = verify_rows(rows, VerifyConfig(executor="threads", workers=3), progress=lambda d, t: seen.append((d, t)))
+    assert [r["id"] for r in out] == list(range(20)) + ["boom", None, "no-tests"]
+    assert out[20]["verdict"] == "sandbox_error" and "judge bug" in out[20]["details"]["reason"]
+    assert out[21]["verdict"] == "sandbox_error" and "line 9" in out[21]["details"]["reason"]
+    assert out[22]["verdict"] == "sandbox_error" and "invalid_tests" in out[22]["details"]["reason"]
+    assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_unknown_executor():
+    with pytest.raises(ValueError, match="executor"):
+        verify_rows([{"id": 1}], VerifyConfig(executor="nope"))
+
+
+# ------------------------------------------------------------------------------------ real sandboxes
+def _docker_ok():
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+def mixed_rows(n):
+    rows = []
+    for i in range(n):
+        if i % 4 == 0:
+            rows.append({"id": f"r{i}", "code": "def add(a, b):\n    return a + b",
+                         "tests": {"assert_code": f"assert add({i}, 1) == {i + 1}"}})
+        elif i % 4 == 1:
+            rows.append({"id": f"r{i}", "code": "def add(a, b):\n    return a - b",
+                         "tests": {"assert_code": f"assert add({i}, 1) == {i + 1}"}})
+        elif i % 4 == 2:
+            rows.append({"id": f"r{i}", "code": "print(int(input()) + 1)",
+                         "tests": {"inputs": [f"{i}\n"], "outputs": [f"{i + 1}\n"]}})
+        else:
+            rows.append({"id": f"r{i}", "code": "def f(x):\n    return [x, x]",
+                         "tests": {"fn_name": "f", "inputs": [[i]], "outputs": [[i, i]]}})
+    return rows
+
+
+def expected_verdict(i):
+    return "wrong_answer" if i % 4 == 1 else "accepted"
+
+
+@pytest.mark.docker
+def test_threads_on_real_sandboxes():
+    if not _docker_ok():
+        pytest.skip("no Docker engine")
+    out = verify_rows(mixed_rows(24), VerifyConfig(executor="threads", workers=2))
+    assert [r["id"] for r in out] == [f"r{i}" for i in range(24)]
+    assert [r["verdict"] for r in out] == [expected_verdict(i) for i in range(24)]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_dask_worker_killed_mid_run_every_row_once():
+    if not _docker_ok():
+        pytest.skip("no Docker engine")
+    rows = [dict(r, code="import time\ntime.sleep(0.1)\n" + r["code"]) for r in mixed_rows(60)]
+    killed = []
+    real_connect = verify_mod._connect
+
+    def connect(config):  # keep a handle on the client to find a worker's pid
+        client, cluster = real_connect(config)
+        killed.append(client)
+        return client, cluster
+
+    def progress(done, total):
+        if done >= 12 and len(killed) == 1:
+            pids = killed[0].run(os.getpid)
+            victim = sorted(pids.values())[0]
+            os.kill(victim, signal.SIGKILL)  # a worker process this test's LocalCluster started
+            killed.append(victim)
+
+    verify_mod._connect = connect
+    try:
+        out = verify_rows(rows, VerifyConfig(workers=2, chunk_size=4), progress=progress)
+    finally:
+        verify_mod._connect = real_connect
+    assert len(killed) == 2, "the worker was not killed mid-run"
+    assert [r["id"] for r in out] == [f"r{i}" for i in range(60)]  # every row, once, in order
+    assert [r["verdict"] for r in out] == [expected_verdict(i) for i in range(60)]
+    import docker
+
+    from sandbox.container import OWNER_LABEL
+    from sandbox.reaper import labelled
+
+    time.sleep(2)  # the killed worker's container removes itself once its attach socket closes
+    left = [c for c in labelled(docker.from_env()) if f":{killed[1]}:" in c.labels.get(OWNER_LABEL, "")]
+    assert left == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_existing_scheduler_keeps_pools_warm_between_runs():
+    if not _docker_ok():
+        pytest.skip("no Docker engine")
+    import docker
+    from distributed import LocalCluster
+
+    from sandbox.container import OWNER_LABEL
+    from sandbox.reaper import labelled
+
+    client = docker.from_env()
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        config = VerifyConfig(dask_address=cluster.scheduler_address)
+        first = verify_rows(mixed_rows(8), config)
+        pid = list(cluster.workers.values())[0].process.process.pid
+        mine = lambda: {c.id for c in labelled(client) if f":{pid}:" in c.labels.get(OWNER_LABEL, "")}  # noqa: E731
+        warm = mine()
+        second = verify_rows(mixed_rows(8), config)  # registers the plugin again: must not close the pool
+        assert len(warm) == 2 and mine() == warm
+        assert [r["verdict"] for r in first] == [r["verdict"] for r in second] == [expected_verdict(i) for i in range(8)]
+    time.sleep(1)
+    assert mine() == set()  # the worker closed: its pool went with it
