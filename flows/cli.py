@@ -76,7 +76,9 @@ def print_curation_summary(version: dict, store_root: str) -> None:
 
     counts, by_source = version["counts"], version["inputs"].get("by_source", {})
     scores = version["inputs"].get("source_scores", {})
-    reasons = [k for k in counts if k != "kept"]
+    from tasks.curation.pipeline import ALL_REASONS
+
+    reasons = [r for r in ALL_REASONS if r in counts] + sorted(k for k in counts if k != "kept" and k not in ALL_REASONS)
     table = Table(title=f"dataset {version['id']}: rows in = kept + dropped")
     for col in ["source", "score", "rows in", "kept", *reasons]:
         table.add_column(col, justify="left" if col == "source" else "right")
@@ -101,8 +103,13 @@ def curate(
     ngram: int = typer.Option(9, help="Contamination n-gram length in words (paper: 9)"),
     top_sources: Optional[int] = typer.Option(None, "--top-sources", help="Keep only the K best-scoring sources"),
     seed: int = typer.Option(0, help="Seed for MinHash permutations"),
+    verify_code: bool = typer.Option(False, "--verify-code", help="Then run code references against their tests in the sandbox"),
+    min_tests: int = typer.Option(16, "--min-tests", help="With --verify-code: code problems with fewer tests are dropped (paper: 16)"),
+    workers: int = typer.Option(2, "--workers", help="With --verify-code: Dask workers (sandbox containers)"),
+    dask: Optional[str] = typer.Option(None, "--dask", help="With --verify-code: an existing Dask scheduler address"),
 ) -> None:
-    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows."""
+    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows
+    (and, with --verify-code, code problems with too few tests or a failing reference)."""
     from storage.store import resolve_store
 
     config = build_curate_config(
@@ -114,7 +121,19 @@ def curate(
     from flows.curate import curate as curate_flow
 
     version = curate_flow(config)
+    if verify_code:
+        version = _run_verify(config.store, min_tests, workers, dask)
     print_curation_summary(version, config.store)
+
+
+def _run_verify(store: str, min_tests: int, workers: int, dask: str | None) -> dict:
+    from flows.verify import verify as verify_flow
+    from tasks.curation.validate_code import SandboxFault
+
+    try:
+        return verify_flow(store=store, min_tests=min_tests, workers=workers, dask_address=dask)
+    except SandboxFault as e:
+        raise UserError(f"--verify-code: {e} (is the Docker engine running? see scripts/ensure-docker.sh)") from None
 
 
 @app.command()
@@ -131,7 +150,8 @@ def demo(store: Optional[str] = StoreOpt) -> None:
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
 
-    version = curate_flow(config)
+    curate_flow(config)
+    version = _run_verify(root, min_tests=16, workers=2, dask=None)
     print_curation_summary(version, root)
     console.print(f"demo data: {Store(root).path('demo-data')}")
     console.print("query: duckdb " + Store(root).catalog_path +

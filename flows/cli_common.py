@@ -35,5 +35,6 @@ def quiet_prefect_defaults() -> None:
     """Keep a CLI run's Prefect noise down unless the user configured Prefect themselves."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("DASK_DISTRIBUTED__LOGGING__DISTRIBUTED", "warning")
     # the ephemeral server needs longer than Prefect's 20 s default on a loaded 2-core machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

@@ -31,6 +31,7 @@ from tasks.curation.sources import RawRow, SourceError, read_source
 log = logging.getLogger(__name__)
 
 REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated")
+ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests")  # the last two come from the verify stage
 
 
 @dataclass

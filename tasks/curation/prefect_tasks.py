@@ -63,3 +63,22 @@ def report_curation_task(version: dict, store_root: str | None) -> None:
         + "".join(f"- {k}: {n}\n" for k, n in v.counts.items() if k != "kept")
         + f"\nCatalog: `{store.catalog_path}` (views `problems`, `dropped`; table `datasets`)\n"
     ))
+
+
+@task(name="validate-code", cache_policy=NONE)
+def validate_code_task(store_root: str | None, parent: str, min_tests: int, workers: int = 2,
+                       dask_address: str | None = None) -> dict:
+    from tasks.curation.verify_dataset import build_validated_version
+    from tasks.verification.verify import VerifyConfig
+
+    logger = get_run_logger()
+    artifact = create_progress_artifact(progress=0.0, description=f"validating code problems of {parent}")
+
+    def progress(done: int, total: int) -> None:
+        update_progress_artifact(artifact, progress=100.0 * done / max(1, total))
+
+    cfg = VerifyConfig(workers=workers, dask_address=dask_address)
+    version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress)
+    update_progress_artifact(artifact, progress=100.0)
+    logger.info("validated %s → %s: %s", parent, version.id, version.counts)
+    return asdict(version)

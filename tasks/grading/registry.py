@@ -41,3 +41,10 @@ def _math(**kw) -> Grader:
     from tasks.grading.math_grader import MathGrader
 
     return MathGrader(**kw)
+
+
+@register_grader("code")
+def _code(**kw) -> Grader:
+    from tasks.grading.code_grader import CodeGrader
+
+    return CodeGrader(**kw)
