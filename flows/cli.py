@@ -286,6 +286,34 @@ def eval_(
         print(json.dumps(row), flush=True)
 
 
+@app.command("tag-difficulty")
+def tag_difficulty(
+    model: str = typer.Option(..., "--model", help="HF model directory that samples the answers"),
+    k: int = typer.Option(8, "--k", help="Samples per problem"),
+    store: Optional[str] = StoreOpt,
+    hard_below: float = typer.Option(0.25, "--hard-below", help="pass rate below this (and > 0) is hard"),
+    easy_from: float = typer.Option(0.75, "--easy-from", help="pass rate from this is easy"),
+    max_tokens: int = typer.Option(256, "--max-tokens"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
+    from storage.store import Store, resolve_store
+    from tasks.evaluation.difficulty import DifficultyConfig
+
+    _check_model_dir("--model", model)
+    root = resolve_store(store)
+    if Store(root).current_version() is None:
+        raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
+    if not 0 < hard_below <= easy_from <= 1:
+        raise UserError("--hard-below and --easy-from must satisfy 0 < hard-below <= easy-from <= 1")
+    quiet_prefect_defaults()
+    from flows.tag_difficulty import tag_difficulty as tag_flow
+
+    v = tag_flow(model=model, store=root, config=DifficultyConfig(k=k, hard_below=hard_below, easy_from=easy_from,
+                                                                   max_tokens=max_tokens, seed=seed))
+    console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={k}) is now current in {Store(root).catalog_path}")
+
+
 def _register_optional() -> None:
     try:
         from flows import verify_cli

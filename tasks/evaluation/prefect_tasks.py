@@ -16,3 +16,30 @@ def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: s
     create_table_artifact(key=f"eval-{name.lower().replace('_', '-')}", table=[row],
                           description=f"{name}: avg@{config.k} and pass@{config.k}")
     return row
+
+
+@task(name="tag-difficulty", cache_policy=NONE)
+def tag_difficulty_task(store: str | None, model: str, config, parent: str | None = None) -> dict:
+    import tempfile
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from prefect.artifacts import create_image_artifact
+
+    from storage.store import Store
+    from tasks.evaluation.difficulty import build_difficulty_version
+    from tasks.training.metrics import plot_bars
+    from tasks.training.prefect_tasks import png_data_url
+
+    version = build_difficulty_version(store, model, config, parent)
+    table = Store(store).read_table(version.id, "problems")
+    counts: dict[str, int] = {}
+    for d in table.column("difficulty").to_pylist():
+        counts[d] = counts.get(d, 0) + 1
+    order = [t for t in ("easy", "medium", "hard", "unsolved") if t in counts]
+    png = plot_bars({t: counts[t] for t in order}, Path(tempfile.mkdtemp()) / "difficulty.png",
+                    f"difficulty by {config.k} samples of {version.parameters['model']}")
+    create_image_artifact(image_url=png_data_url(png), key="difficulty-histogram",
+                          description=f"Difficulty tags of {version.id}")
+    create_table_artifact(key="difficulty-counts", table=[{"difficulty": t, "problems": counts[t]} for t in order])
+    return asdict(version)

@@ -59,3 +59,17 @@ def plot_curve(rows: Iterable[dict], key: str, out: Path, title: str) -> Path:
     fig.savefig(out)
     plt.close(fig)
     return Path(out)
+
+
+def plot_bars(values: dict[str, float], out: Path, title: str) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.bar(list(values), list(values.values()))
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return Path(out)
