@@ -314,6 +314,104 @@ def tag_difficulty(
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={k}) is now current in {Store(root).catalog_path}")
 
 
+def _rl_config(**kw):
+    from tasks.training.losses import POLICY_LOSSES
+    from tasks.training.rl import RLConfig
+
+    if kw["loss"] not in POLICY_LOSSES:
+        raise UserError(f"--loss {kw['loss']!r}: unknown policy loss (known: {', '.join(sorted(POLICY_LOSSES))})")
+    for flag in ("steps", "prompts_per_step", "rollouts_per_prompt", "mini_batches"):
+        if kw[flag] < 1:
+            raise UserError(f"--{flag.replace('_', '-')} must be at least 1")
+    return RLConfig(**kw)
+
+
+def _check_data(data: str) -> None:
+    if not Path(data).exists():
+        raise UserError(f"--data {data}: no such file or store")
+
+
+@app.command()
+def rl(
+    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint)"),
+    data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
+    out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
+    loss: str = typer.Option("gppo", "--loss", help="Policy loss: gppo (paper), grpo (clip-higher), cispo"),
+    steps: int = typer.Option(40, "--steps"),
+    prompts_per_step: int = typer.Option(16, "--prompts-per-step"),
+    rollouts_per_prompt: int = typer.Option(8, "--rollouts-per-prompt"),
+    mini_batches: int = typer.Option(2, "--mini-batches", help="Optimizer steps per rollout batch"),
+    lr: Optional[float] = typer.Option(None, "--lr"),
+    sft_alpha: float = typer.Option(0.1, "--sft-alpha", help="Weight of the NLL term on correct rollouts"),
+    max_tokens: int = typer.Option(256, "--max-tokens"),
+    eval_benchmark: Optional[str] = typer.Option(None, "--eval-benchmark", help="Held-out canonical file evaluated during training"),
+    eval_every: int = typer.Option(0, "--eval-every"),
+    backend: str = typer.Option("hf", "--backend", help="Rollout engine: hf (CPU/GPU) or vllm (GPU, weights synced in place)"),
+    seed: int = typer.Option(0, "--seed"),
+    resume: bool = typer.Option(False, "--resume"),
+) -> None:
+    """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
+    _check_model_dir("--model", model)
+    _check_data(data)
+    cfg = _rl_config(loss=loss, steps=steps, prompts_per_step=prompts_per_step, rollouts_per_prompt=rollouts_per_prompt,
+                     mini_batches=mini_batches, lr=lr, sft_alpha=sft_alpha, max_tokens=max_tokens,
+                     eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend, seed=seed)
+    quiet_prefect_defaults()
+    from flows.rl import rl as rl_flow
+
+    try:
+        res = rl_flow(model=model, data=data, out=out, config=cfg, resume=resume)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
+                  f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
+
+
+@app.command()
+def ablate(
+    model: str = typer.Option(..., "--model"),
+    data: str = typer.Option(..., "--data"),
+    out: str = typer.Option(..., "--out"),
+    benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
+    losses: str = typer.Option("gppo,grpo,cispo", "--losses"),
+    seeds: str = typer.Option("1,2", "--seeds"),
+    steps: int = typer.Option(40, "--steps"),
+    prompts_per_step: int = typer.Option(16, "--prompts-per-step"),
+    rollouts_per_prompt: int = typer.Option(8, "--rollouts-per-prompt"),
+    mini_batches: int = typer.Option(2, "--mini-batches"),
+    lr: Optional[float] = typer.Option(None, "--lr"),
+    eval_every: int = typer.Option(0, "--eval-every", help="Default: steps/4"),
+    eval_k: int = typer.Option(4, "--eval-k"),
+    max_tokens: int = typer.Option(256, "--max-tokens"),
+) -> None:
+    """Compare policy losses on equal data and seeds: final and best held-out avg@k per loss."""
+    _check_model_dir("--model", model)
+    _check_data(data)
+    bench = benchmark.split("=", 1)[-1]
+    if not Path(bench).exists():
+        raise UserError(f"--benchmark {benchmark}: no such file")
+    names = [x.strip() for x in losses.split(",") if x.strip()]
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds {seeds!r}: expected comma-separated integers") from None
+    base = None
+    for name in names:
+        base = _rl_config(loss=name, steps=steps, prompts_per_step=prompts_per_step,
+                          rollouts_per_prompt=rollouts_per_prompt, mini_batches=mini_batches, lr=lr,
+                          max_tokens=max_tokens, eval_every=eval_every, eval_k=eval_k)
+    quiet_prefect_defaults()
+    from flows.rl import ablate as ablate_flow
+
+    table = ablate_flow(model=model, data=data, out=out, benchmark=bench, losses=names, seeds=seed_list, config=base)
+    t = Table(title=f"held-out avg@{eval_k} (mean over seeds {seed_list})")
+    for col in ("loss", "final avg@k", "best avg@k"):
+        t.add_column(col)
+    for r in table:
+        t.add_row(r["loss"], f"{r['final_avg_at_k']:.3f}", f"{r['best_avg_at_k']:.3f}")
+    console.print(t)
+
+
 def _register_optional() -> None:
     try:
         from flows import verify_cli

@@ -6,6 +6,7 @@ latest Parquet of each kind, so users can query everything with plain SQL.
 - `checkpoints`: every model checkpoint (id, stage base/sft/rl, path, parent checkpoint, dataset version,
   config JSON, created) — lineage from any checkpoint back to its data and config.
 - `evaluations`: one row per (checkpoint, benchmark, k, seed, settings): avg@k, pass@k, n_problems.
+- `ablations`: one row per (ablation, loss, seed) run: final and best held-out avg@k.
 - `current_views`: which dataset and file each view points at (so publishing twice changes nothing).
 Later stages add `verifications`, `evaluations`, `checkpoints` through `append_rows`.
 """
@@ -55,6 +56,18 @@ CREATE TABLE IF NOT EXISTS evaluations (
     n_problems INTEGER,
     created TIMESTAMP NOT NULL,
     results_path VARCHAR
+);
+CREATE TABLE IF NOT EXISTS ablations (
+    id VARCHAR PRIMARY KEY,
+    ablation VARCHAR NOT NULL,
+    loss VARCHAR NOT NULL,
+    seed INTEGER,
+    checkpoint VARCHAR,
+    final_avg_at_k DOUBLE,
+    best_avg_at_k DOUBLE,
+    steps INTEGER,
+    benchmark VARCHAR,
+    created TIMESTAMP NOT NULL
 );
 CREATE TABLE IF NOT EXISTS current_views (
     name VARCHAR PRIMARY KEY,

@@ -43,3 +43,32 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
         f"- config: `{json.dumps(asdict(config))}`\n"))
     return {"checkpoint": row["id"], "out": out, "steps": result.steps, "first_loss": result.losses[0],
             "last_loss": result.losses[-1], "dataset": result.dataset}
+
+
+@task(name="rl-train", cache_policy=NONE)
+def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None) -> dict:
+    from tasks.training.rl import train_rl
+
+    logger = get_run_logger()
+    artifact = create_progress_artifact(progress=0.0, description=f"RL ({config.loss}) {out}")
+
+    def on_step(step: int, total: int, values: dict) -> None:
+        update_progress_artifact(artifact, progress=100.0 * step / total)
+        logger.info("step %d/%d reward %.3f acc %.3f len %.1f clip low/high %.3f/%.3f%s", step, total,
+                    values["reward_mean"], values["accuracy"], values["response_len"], values.get("clip_frac_low", 0),
+                    values.get("clip_frac_high", 0),
+                    f" held-out avg@k {values['eval_avg_at_k']:.3f}" if "eval_avg_at_k" in values else "")
+
+    result = train_rl(model, data, out, config, resume=resume, on_step=on_step)
+    row = register_checkpoint(out, "rl", model, result["dataset"], {"rl": asdict(config), "data": data}, store)
+    create_image_artifact(image_url=png_data_url(Path(out) / "reward.png"), key="rl-reward-curve",
+                          description=f"RL reward ({config.loss}), {result['steps']} steps")
+    m = result["metrics"]
+    create_markdown_artifact(key="rl-report", markdown=(
+        f"# RL checkpoint `{row['id']}` ({config.loss})\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
+        f"- dataset: `{result['dataset']}`\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
+        f"{m[-1]['reward_mean']:.3f}, accuracy {m[0]['accuracy']:.3f} → {m[-1]['accuracy']:.3f}\n"))
+    evals = [r["eval_avg_at_k"] for r in m if "eval_avg_at_k" in r]
+    return {"checkpoint": row["id"], "out": out, "steps": result["steps"], "dataset": result["dataset"],
+            "final_reward": m[-1]["reward_mean"], "final_avg_at_k": evals[-1] if evals else None,
+            "best_avg_at_k": max(evals) if evals else None}
