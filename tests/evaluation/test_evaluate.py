@@ -5,6 +5,8 @@ import pytest
 from tasks.evaluation.evaluate import EvalConfig, evaluate, load_benchmark
 from tasks.models.factory import init_model
 
+pytestmark = pytest.mark.slow  # trains or samples a real (tiny) model
+
 CORPUS = [f"<think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}" for a in range(20) for b in range(20)]
 
 

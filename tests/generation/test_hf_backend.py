@@ -5,6 +5,8 @@ from tasks.generation.base import SamplingParams, chat_prompt
 from tasks.generation.hf_backend import HFGenerator
 from tasks.models.factory import init_model
 
+pytestmark = pytest.mark.slow  # trains or samples a real (tiny) model
+
 CORPUS = [f"<think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}" for a in range(30) for b in range(30)]
 
 

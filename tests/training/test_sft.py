@@ -6,6 +6,8 @@ from tasks.models.factory import init_model
 from tasks.training.sft import SFTConfig, latest_checkpoint, train_sft
 from tasks.training.sft_data import IGNORE, Example, collate, pack_examples
 
+pytestmark = pytest.mark.slow  # trains or samples a real (tiny) model
+
 ROWS = [{"problem": f"What is {a} plus {b}?", "response": f"<think>\n{a} + {b} = {a + b}\n</think>\n\\boxed{{{a + b}}}"}
         for a in range(8) for b in range(8)]
 
