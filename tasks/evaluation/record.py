@@ -17,10 +17,23 @@ from storage.store import Store
 from tasks.evaluation.evaluate import EvalConfig, EvalResult
 
 
+def evaluation_id(model: str, benchmark_path: str, config: EvalConfig) -> str:
+    """Content address of an evaluation: checkpoint weights, benchmark content, sampling settings."""
+    return short_id("ev", hash_json({"checkpoint": checkpoint_id(model), "benchmark": hash_file(benchmark_path),
+                                     "config": asdict(config)}))
+
+
+def find_evaluation(store_root: str, eval_id: str) -> dict | None:
+    cat = Store(store_root).catalog
+    with cat.connect() as con:
+        cur = con.execute("SELECT * FROM evaluations WHERE id = ?", [eval_id])
+        row = cur.fetchone()
+        return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+
 def record_evaluation(model: str, result: EvalResult, config: EvalConfig, store_root: str | None) -> dict:
     ck = checkpoint_id(model)
-    eval_id = short_id("ev", hash_json({"checkpoint": ck, "benchmark": hash_file(result.benchmark_path),
-                                        "config": asdict(config)}))
+    eval_id = evaluation_id(model, result.benchmark_path, config)
     row = {"id": eval_id, "checkpoint": ck, **result.summary(),
            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if store_root:

@@ -68,6 +68,9 @@ class RLConfig:
     eval_every: int = 0
     eval_k: int = 4
     backend: str = "hf"                   # "vllm" on GPU
+    domains: tuple[str, ...] = ("math", "code")
+    min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
+    max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
 
 
 def default_rl_lr(hidden: int) -> float:
@@ -101,7 +104,7 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True
-    rows, dataset = load_rl_rows(data)
+    rows, dataset = load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)

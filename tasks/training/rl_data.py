@@ -6,32 +6,12 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
+from tasks.training.sft_data import read_problems
+
 
 def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"), min_pass_rate: float | None = None,
                  max_pass_rate: float | None = None) -> tuple[list[dict], str]:
-    from pathlib import Path
-
-    from storage.keys import hash_file
-    from storage.store import Store
-    from tasks.curation.schema import Malformed, to_problem
-    from tasks.curation.sources import read_source
-
-    if Path(data).is_dir():
-        store = Store(data)
-        version = store.current_version()
-        if version is None:
-            raise ValueError(f"{data}: store has no curated dataset (run klear curate first)")
-        rows, dataset = store.read_table(version, "problems").to_pylist(), version
-    else:
-        rows = []
-        for raw in read_source(data):
-            if raw.error:
-                raise ValueError(f"{data} row {raw.row}: {raw.error}")
-            try:
-                rows.append(to_problem(raw.value, "file").as_row())
-            except Malformed as e:
-                raise ValueError(f"{data} row {raw.row}: {e}") from None
-        dataset = "file:" + hash_file(data)[:16]
+    rows, dataset = read_problems(data)
     keep = []
     for r in rows:
         if r["domain"] not in domains:

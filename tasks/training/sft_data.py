@@ -37,30 +37,42 @@ class SFTRows:
     skipped_no_response: int
 
 
-def load_sft_rows(data: str) -> SFTRows:
-    from storage.keys import hash_file
+def read_store_problems(store_dir: str, version: str | None = None) -> tuple[list[dict], str]:
+    """`problems` of a store's dataset version (`STORE#VERSION`), else of its current version."""
     from storage.store import Store
+
+    store = Store(store_dir)
+    version = version or store.current_version()
+    if version is None:
+        raise ValueError(f"{store_dir}: store has no curated dataset (run klear curate first)")
+    if not store.has_version(version):
+        raise ValueError(f"{store_dir}: no dataset version {version}")
+    return store.read_table(version, "problems").to_pylist(), version
+
+
+def read_problems(data: str) -> tuple[list[dict], str]:
+    """Canonical rows and their dataset id from a .jsonl/.parquet file ("file:<hash>"), a store directory
+    (its current version) or `STORE#VERSION`. A malformed file row is an error naming file and row."""
+    from storage.keys import hash_file
     from tasks.curation.schema import Malformed, to_problem
     from tasks.curation.sources import read_source
 
-    path = Path(data)
-    if path.is_dir():
-        store = Store(str(path))
-        version = store.current_version()
-        if version is None:
-            raise ValueError(f"{data}: store has no curated dataset (run klear curate first)")
-        rows = store.read_table(version, "problems").to_pylist()
-        dataset = version
-    else:
-        rows = []
-        for raw in read_source(data):
-            if raw.error:
-                raise ValueError(f"{data} row {raw.row}: {raw.error}")
-            try:
-                rows.append(to_problem(raw.value, "file").as_row())
-            except Malformed as e:
-                raise ValueError(f"{data} row {raw.row}: {e}") from None
-        dataset = "file:" + hash_file(data)[:16]
+    store_dir, _, pinned = data.partition("#")
+    if Path(store_dir).is_dir():
+        return read_store_problems(store_dir, pinned or None)
+    rows = []
+    for raw in read_source(data):
+        if raw.error:
+            raise ValueError(f"{data} row {raw.row}: {raw.error}")
+        try:
+            rows.append(to_problem(raw.value, "file").as_row())
+        except Malformed as e:
+            raise ValueError(f"{data} row {raw.row}: {e}") from None
+    return rows, "file:" + hash_file(data)[:16]
+
+
+def load_sft_rows(data: str) -> SFTRows:
+    rows, dataset = read_problems(data)
     with_resp = [r for r in rows if r.get("response")]
     return SFTRows(with_resp, dataset, len(rows) - len(with_resp))
 

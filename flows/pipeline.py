@@ -1,0 +1,119 @@
+"""The end-to-end `pipeline` flow: curate → verify → SFT → tag difficulty → RL → evaluate (base, SFT and
+RL on the same held-out benchmark). Every stage's output is content-addressed (tasks/pipeline/stages.py):
+a second run with the same parameters recomputes nothing, a changed RL parameter reruns only RL and the
+evaluations, and a killed run resumes from the finished stages (and from a stage's last checkpoint)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+from flows.curate import curate
+from flows.verify import verify
+from storage.keys import hash_file, hash_json
+from storage.store import Store, resolve_store
+from tasks.curation.config import CurateConfig
+from tasks.curation.prefect_tasks import publish_dataset_task
+from tasks.evaluation.difficulty import DifficultyConfig
+from tasks.evaluation.evaluate import EvalConfig
+from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
+from tasks.pipeline.config import PipelineConfig
+from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
+from tasks.training.prefect_tasks import png_data_url, rl_train_task, sft_train_task
+
+
+@task(name="demo-data", cache_policy=NONE)
+def demo_data_task(store: str, seed: int) -> tuple[dict, dict]:
+    from tasks.curation.demo_data import write_demo_sources
+
+    files = write_demo_sources(Path(Store(store).path("demo-data")), seed=seed)
+    return ({k: str(v) for k, v in files.sources().items()}, {k: str(v) for k, v in files.benchmarks().items()})
+
+
+@task(name="base-model", cache_policy=NONE)
+def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str]) -> str:
+    """A random-init model whose tokenizer is trained on the sources' text; content-addressed."""
+    from storage.checkpoints import describe_checkpoint
+    from tasks.curation.sources import read_source
+    from tasks.models.factory import init_model
+
+    out = base_model_dir(store, preset, seed, hash_json({n: hash_file(p) for n, p in sorted(sources.items())}))
+    if finished(out):
+        return str(out)
+    texts = [v for p in sources.values() for raw in read_source(p) if isinstance(raw.value, dict)
+             for v in raw.value.values() if isinstance(v, str)]
+    init_model(out, texts, preset=preset, seed=seed)
+    row = describe_checkpoint(out, "base", None, None, {"preset": preset, "seed": seed})
+    Store(store).catalog.insert_once("checkpoints", row)
+    return str(out)
+
+
+@flow(name="pipeline", log_prints=True)
+def pipeline(config: PipelineConfig = PipelineConfig()) -> dict:
+    log = get_run_logger()
+    store = resolve_store(config.store)
+    if config.demo:
+        sources, benchmarks = demo_data_task(store, config.seed)
+    else:
+        sources, benchmarks = config.sources, config.benchmarks
+    if not sources:
+        raise ValueError("pipeline: no sources (set demo=True or give sources)")
+
+    curated = curate(CurateConfig(sources=[{"name": n, "path": p} for n, p in sources.items()],
+                                  benchmarks=benchmarks, store=store, seed=config.seed))
+    dataset = verify(store=store, min_tests=config.min_tests, parent=curated["id"])["id"]
+
+    base = config.base_model or base_model_task(store, config.model_preset, config.seed, sources)
+    sft_out = sft_dir(store, base, dataset, config.sft)
+    if not finished(sft_out):
+        sft_train_task(base, f"{store}#{dataset}", str(sft_out), config.sft, True, store)
+    log.info("SFT checkpoint: %s", sft_out)
+
+    rl_data = dataset
+    if config.difficulty_k:
+        tagged = tag_difficulty_task(store, str(sft_out), DifficultyConfig(k=config.difficulty_k, seed=config.seed,
+                                                                           max_tokens=config.eval_max_tokens),
+                                     parent=dataset)
+        publish_dataset_task(store, tagged["id"])
+        rl_data = tagged["id"]
+    rl_out = rl_dir(store, str(sft_out), rl_data, config.rl)
+    if not finished(rl_out):
+        rl_train_task(str(sft_out), f"{store}#{rl_data}", str(rl_out), config.rl, True, store)
+    log.info("RL checkpoint: %s", rl_out)
+
+    if config.eval_benchmark not in benchmarks:
+        raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
+    ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
+    bench = benchmarks[config.eval_benchmark]
+    results = {stage: evaluate_cached(str(path), config.eval_benchmark, bench, ecfg, store)
+               for stage, path in (("base", base), ("sft", sft_out), ("rl", rl_out))}
+    summary = {"store": store, "dataset": dataset, "rl_dataset": rl_data, "base": str(base), "sft": str(sft_out),
+               "rl": str(rl_out), "benchmark": config.eval_benchmark, "k": config.eval_k,
+               **{f"{s}_avg_at_k": r["avg_at_k"] for s, r in results.items()}}
+    report_pipeline(summary, results)
+    return summary
+
+
+def evaluate_cached(model: str, name: str, path: str, cfg: EvalConfig, store: str) -> dict:
+    from tasks.evaluation.record import evaluation_id, find_evaluation
+
+    return find_evaluation(store, evaluation_id(model, path, cfg)) or evaluate_task(model, name, path, cfg, store)
+
+
+def report_pipeline(summary: dict, results: dict) -> None:
+    from tasks.training.metrics import plot_bars
+
+    table = [{"stage": s, "checkpoint": r["checkpoint"], "avg_at_k": round(r["avg_at_k"], 4),
+              "pass_at_k": round(r["pass_at_k"], 4), "n_problems": r["n_problems"]} for s, r in results.items()]
+    create_table_artifact(key="pipeline-comparison", table=table,
+                          description=f"{summary['benchmark']}: avg@{summary['k']} of base / SFT / RL")
+    png = plot_bars({s: r["avg_at_k"] for s, r in results.items()}, Path(tempfile.mkdtemp()) / "cmp.png",
+                    f"{summary['benchmark']} avg@{summary['k']}")
+    create_image_artifact(image_url=png_data_url(png), key="pipeline-comparison-chart",
+                          description="held-out avg@k by stage")
+    create_markdown_artifact(key="pipeline-report", markdown=(
+        "# Pipeline\n\n" + "".join(f"- {k}: `{v}`\n" for k, v in summary.items()) +
+        f"\nCatalog: `{Store(summary['store']).catalog_path}`\n"))
