@@ -1,8 +1,11 @@
-"""Exact duplicate detection after normalisation (see textnorm): rows whose normalised text is equal
-are duplicates; the earliest row of each group is kept.
+"""Exact duplicate detection after normalisation (textnorm: NFKC, case-fold, whitespace collapsed): rows
+whose normalised text is equal are duplicates; the earliest row of each group is kept.
 
 Returns an int64 array `dup_of`: -1 for a kept row, else the index of the kept row it duplicates.
-Vectorised: dictionary-encode the normalised strings, first index per code via np.unique.
+Vectorised: one 64-bit key per row from the hashes of its whitespace tokens (ngrams.sequence_hashes, in
+chunks on threads), first occurrence per key by a stable sort. Non-ASCII rows are case-folded in Python
+first (pyarrow only lower-cases), and every flagged pair is confirmed on the normalised text, so a hash
+collision can never drop a row.
 """
 from __future__ import annotations
 
@@ -12,21 +15,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tasks.curation.textnorm import normalize_array
+from tasks.curation import ngrams as ng
+from tasks.curation.textnorm import normalize_text
+
+CHUNK_ROWS = 16384
 
 
-def exact_duplicate_of(texts: Sequence[str] | pa.Array, *, normalized: bool = False) -> np.ndarray:
-    arr = texts if normalized else normalize_array(texts)
-    if not isinstance(arr, (pa.Array, pa.ChunkedArray)):
-        arr = pa.array(arr, type=pa.large_string())
-    n = len(arr)
-    if n == 0:
+def exact_duplicate_of(texts: Sequence[str] | pa.Array, *, normalized: bool = False, workers: int = 2) -> np.ndarray:
+    arr = ng.to_arrow(texts)
+    if len(arr) == 0:
         return np.empty(0, dtype=np.int64)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    codes = pc.dictionary_encode(arr).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    # dictionary codes are assigned in order of first appearance: first[c] is the first row with code c
-    _, first = np.unique(codes, return_index=True)
-    rep = first[codes]
-    rows = np.arange(n, dtype=np.int64)
-    return np.where(rep == rows, -1, rep)
+    if not normalized:
+        arr = _casefold_non_ascii(arr)
+    keys = np.concatenate(ng.map_chunks(lambda chunk, _: ng.sequence_hashes(ng.tokenize(chunk, "shingle")),
+                                        arr, CHUNK_ROWS, workers))
+    dup = ng.first_of_equal(keys)
+    # confirm: equal keys must mean equal normalised text (byte-equal pairs need no Python at all)
+    flagged = np.flatnonzero(dup >= 0)
+    same = pc.equal(arr.take(pa.array(flagged)), arr.take(pa.array(dup[flagged]))).to_numpy(zero_copy_only=False)
+    for i in flagged[~same]:
+        if normalize_text(arr[int(i)].as_py()) != normalize_text(arr[int(dup[i])].as_py()):
+            dup[i] = -1
+    return dup
+
+
+def _casefold_non_ascii(arr: pa.Array) -> pa.Array:
+    ascii_mask = pc.fill_null(pc.string_is_ascii(arr), True).to_numpy(zero_copy_only=False)
+    if ascii_mask.all():
+        return arr
+    py = arr.to_pylist()
+    for i in np.flatnonzero(~ascii_mask):
+        py[i] = normalize_text(py[i])
+    return pa.array(py, type=arr.type)

@@ -44,7 +44,8 @@ def test_different_equations_stay_distinct():
 
 
 def test_full_width_variant_is_a_duplicate():
-    texts = ["Solve 3x+5=11 for x and report the value of x squared", "Solve ３ｘ＋５＝１１ for x and report the value of x squared"]
+    texts = ["Solve 3x+5=11 for x and report the value of x squared",
+             "Solve ３ｘ＋５＝１１ for x and report the value of x squared"]
     assert near_duplicate_of(texts).tolist() == [-1, 0]
 
 

@@ -14,7 +14,7 @@ def _tokens(texts, kind):
 
 
 def test_shingle_tokens_match_python_split():
-    texts = ["  Solve 3x+5=11,  now!\t", "a\u2028b\u00a0c\u3000d", "x\ny", "", "tab\tsep"]
+    texts = ["  Solve 3x+5=11,  now!\t", "a\u2028b\u00a0c\u3000d\u1680e\x85f\u2029g", "x\ny", "", "tab\tsep"]
     ref = [unicodedata.normalize("NFKC", t).lower().split() for t in texts]
     assert _tokens(texts, "shingle") == ref
 

@@ -1,0 +1,344 @@
+"""bench/curate: dedup + decontamination throughput, ours vs a plain datasketch implementation.
+
+    python bench/curate.py [--rows 1000000] [--workers 2] [--seed 0] [--bench-problems 1000]
+
+Generates a seeded synthetic corpus of math-like problems (30-80 words, Zipf vocabulary, numbers and
+equations as tokens, a fixed instruction sentence in 30% of the rows and in every benchmark problem) with
+planted rows:
+  - exact duplicates (5%): an earlier row with changed case and spacing;
+  - near duplicates (5%): an earlier row with a 1-3 word lead-in or tail ("Problem 7:", "Show your work.");
+  - contaminated rows (0.1%): a different lead-in followed by a whole benchmark problem, or a 20-word span;
+  - short-phrase rows (0.1%): a row with 5-7 consecutive words of a benchmark problem (must be kept).
+The parent writes the corpus once (Arrow IPC in a temp dir); each implementation runs in its own child:
+  ours:       exact_duplicate_of -> near_duplicate_of -> find_contamination (tasks/curation), each step on
+              the rows the previous one kept, `--workers` threads
+  datasketch: dict of NFKC+casefold+whitespace-collapsed text -> MinHashLSH(threshold 0.8, 128 perms,
+              shared permutations), query then insert per row -> Python set of benchmark word 9-grams
+and prints rows/s (all rows in / time of the three steps), peak RSS (max over steps, /proc VmHWM) and RSS
+once the corpus is loaded (Arrow memory map for ours, Python strings for datasketch), recall on planted
+rows (exact duplicates, near duplicates, contamination among rows that reach that step), rows flagged that
+were not planted and the ratio ours/datasketch overall and per step. `--rows 20000` is the smoke test; `--only ours` skips the
+slow baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+INSTR = "Give the final answer in \\boxed{}."
+LEADS = ["Problem:", "Problem 7:", "Question.", "Exercise 3.", "Solve:", "Warm-up:", "Q:", "Task 12."]
+TAILS = ["Show your work.", "(5 points)", "Explain.", "Justify your answer.", "Be careful."]
+KINDS = ("base", "exact", "near", "contam", "phrase")
+
+
+def _rss_mb(field: str = "VmHWM") -> float:
+    """Peak (VmHWM) or current (VmRSS) resident set of this process in MB. Not ru_maxrss: Linux carries
+    it over from the parent across fork + exec, so a child would report the corpus generator's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _vocab(rng: np.random.Generator, size: int = 30_000) -> pa.Array:
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)
+    lens = rng.integers(2, 11, size)
+    chars = letters[rng.integers(0, 26, int(lens.sum()))]
+    off = np.zeros(size + 1, np.int32)
+    np.cumsum(lens, out=off[1:])
+    words = pa.StringArray.from_buffers(size, pa.py_buffer(off.tobytes()), pa.py_buffer(chars.tobytes()))
+    nums = [str(v) for v in rng.integers(0, 1000, 1500)]
+    eqs = [f"{a}x+{b}={c}" for a, b, c in rng.integers(1, 20, (500, 3))]
+    return pa.concat_arrays([words.cast(pa.large_string()), pa.array(nums + eqs, pa.large_string())])
+
+
+def _docs(rng: np.random.Generator, vocab: pa.Array, n: int, block: int = 100_000) -> pa.Array:
+    """n random problems of 30-80 words, word ranks drawn with density ~ 1/(rank + 50) (inverse CDF)."""
+    span = np.log((len(vocab) + 50.0) / 50.0)
+    perm = rng.permutation(len(vocab))  # which vocab entry gets which rank
+    out = []
+    for s in range(0, n, block):
+        m = min(block, n - s)
+        lens = rng.integers(30, 81, m)
+        ranks = (50.0 * np.exp(rng.random(int(lens.sum())) * span) - 50.0).astype(np.int64)
+        ids = perm[np.minimum(ranks, len(vocab) - 1)]
+        off = np.zeros(m + 1, np.int32)
+        np.cumsum(lens, out=off[1:])
+        words = pa.ListArray.from_arrays(pa.array(off), vocab.take(pa.array(ids)))
+        out.append(pc.binary_join(words, pa.scalar(" ", pa.large_string())))
+    return pa.concat_arrays(out).cast(pa.large_string()) if out else pa.array([], pa.large_string())
+
+
+def make_corpus(rows: int, seed: int = 0, bench_problems: int = 1000):
+    """(texts: pa.LargeStringArray, benchmark: list[str], kind: int8 [rows] (index into KINDS),
+    src: int64 [rows] (source row of a planted exact/near duplicate, else -1))."""
+    rng = np.random.default_rng(seed)
+    vocab = _vocab(rng)
+    bench = [f"{t} {INSTR}" for t in _docs(rng, vocab, bench_problems).to_pylist()]
+    base = _docs(rng, vocab, rows)
+    instr = rng.random(rows) < 0.3
+    sep = pa.scalar(" ", pa.large_string())
+    with_instr = pc.binary_join_element_wise(base, pa.scalar(INSTR, pa.large_string()), sep)
+    base = pc.if_else(pa.array(instr), with_instr, base)
+
+    kind = np.zeros(rows, np.int8)
+    src = np.full(rows, -1, np.int64)
+    planted = rng.permutation(np.arange(rows // 20, rows))  # targets come after some base rows exist
+    counts = [int(rows * f) for f in (0.05, 0.05, 0.001, 0.001)]
+    at = 0
+    for k, c in enumerate(counts, start=1):
+        kind[planted[at : at + c]] = k
+        at += c
+    targets = np.flatnonzero(kind)
+    pool = np.flatnonzero(kind == 0)
+    src_pool = pool[(rng.random(len(targets)) * np.searchsorted(pool, targets)).astype(np.int64)]  # a base row before
+    src[targets] = src_pool
+    own = kind[targets] >= 3  # contaminated / short-phrase rows are built from their own base text
+    src_text = base.take(pa.array(np.where(own, targets, src_pool))).to_pylist()
+    src[targets[own]] = -1
+    new, n_contam, r = [], 0, np.random.default_rng([seed, 1])
+    for t, k, s_text in zip(targets.tolist(), kind[targets].tolist(), src_text):
+        if k == 1:  # exact: case and spacing
+            words = [w.upper() if r.random() < 0.3 else w for w in s_text.split(" ")]
+            new.append("  " + "   ".join(words) + " \t")
+        elif k == 2:  # near: short lead-in or tail
+            if r.random() < 0.5:
+                new.append(f"{LEADS[r.integers(len(LEADS))]} {s_text}")
+            else:
+                new.append(f"{s_text} {TAILS[r.integers(len(TAILS))]}")
+        elif k == 3:  # contaminated: different lead-in + benchmark problem (or a 20-word span of it)
+            b, n_contam = n_contam % len(bench), n_contam + 1  # distinct problems: no near duplicates among them
+            words = bench[b].split(" ")
+            lead = " ".join(s_text.split(" ")[: int(r.integers(2, 7))])
+            body = bench[b] if r.random() < 0.5 else " ".join(words[(i := int(r.integers(0, 10))) : i + 20])
+            new.append(f"{lead} {body}")
+        else:  # shared short phrase: 5-7 words of a benchmark problem inside an unrelated row
+            b = int(r.integers(len(bench)))
+            words, sw = bench[b].split(" "), s_text.split(" ")
+            i, L = int(r.integers(0, 20)), int(r.integers(5, 8))
+            while len(re.findall(r"\w+", " ".join(words[i : i + L]))) > 7:  # "3x+5=11" is 3 word tokens
+                L -= 1
+            new.append(" ".join(sw[:10] + words[i : i + L] + sw[10:]))
+    mask = np.zeros(rows, bool)
+    mask[targets] = True
+    texts = pc.replace_with_mask(base, pa.array(mask), pa.array(new, pa.large_string())) if len(new) else base
+    return texts, bench, kind, src
+
+
+# ---------------------------------------------------------------- ours
+
+
+class Steps:
+    """Wall time and peak RSS per step. Between steps, pyarrow's pool returns freed memory to the OS, so
+    one step's cached allocations do not count against the next; VmHWM is reset at each step start."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.peaks: dict[str, float] = {}
+
+    def run(self, name: str, fn, *args):
+        pa.default_memory_pool().release_unused()
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS watermark (Linux)
+        except OSError:
+            pass
+        t, c = time.perf_counter(), time.process_time()
+        out = fn(*args)
+        self.times[name] = time.perf_counter() - t
+        self.cpu[name] = time.process_time() - c  # all threads: robust to a busy machine, unlike wall time
+        self.peaks[name] = _rss_mb()
+        return out
+
+
+def run_ours(texts: pa.Array, bench: list[str], workers: int):
+    from tasks.curation.decontaminate import DecontamConfig, find_contamination
+    from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
+
+    from tasks.curation.exact_dedup import exact_duplicate_of
+
+    st = Steps()
+    dup = st.run("exact", lambda: exact_duplicate_of(texts, workers=workers))
+    keep1 = np.flatnonzero(dup < 0)
+    near = st.run("near", lambda: near_duplicate_of(texts.take(pa.array(keep1)), NearDedupConfig(workers=workers)))
+    keep2 = keep1[near < 0]
+    near_full = np.full(len(texts), -1, np.int64)
+    near_full[keep1[near >= 0]] = keep1[near[near >= 0]]
+    hits = st.run("decontam", lambda: find_contamination(texts.take(pa.array(keep2)), {"synth": bench},
+                                                         DecontamConfig(workers=workers)))
+    contam = np.zeros(len(texts), bool)
+    contam[keep2[[h is not None for h in hits]]] = True
+    extra = {**{f"peak_{k}": v for k, v in st.peaks.items()}, **{f"cpu_{k}": v for k, v in st.cpu.items()}}
+    return dup, near_full, contam, st.times, extra
+
+
+# ---------------------------------------------------------------- datasketch baseline
+
+
+def run_datasketch(texts: list[str], bench: list[str]):
+    from datasketch import MinHash, MinHashLSH
+
+    def exact():
+        seen: dict[str, int] = {}
+        dup = np.full(len(texts), -1, np.int64)
+        for i, s in enumerate(texts):
+            j = seen.setdefault(" ".join(unicodedata.normalize("NFKC", s).casefold().split()), i)
+            if j != i:
+                dup[i] = j
+        return dup
+
+    def near_step(rows):
+        lsh = MinHashLSH(threshold=0.8, num_perm=128)
+        template = MinHash(num_perm=128, seed=0)  # permutations shared by every row (else rebuilt per object)
+        near = np.full(len(texts), -1, np.int64)
+        for i in rows.tolist():
+            words = unicodedata.normalize("NFKC", texts[i]).lower().split()
+            sh = {" ".join(words[k : k + 5]) for k in range(max(len(words) - 4, 1))}
+            m = MinHash(num_perm=128, seed=0, permutations=template.permutations, scheme=template.scheme)
+            m.update_batch([x.encode() for x in sh])
+            cands = lsh.query(m)
+            if cands:
+                near[i] = min(cands)
+            else:
+                lsh.insert(i, m)
+        return near
+
+    def decontam(rows):
+        word = re.compile(r"\w+")
+        grams = set()
+        for b in bench:
+            w = word.findall(unicodedata.normalize("NFKC", b).lower())
+            grams.update(tuple(w[k : k + 9]) for k in range(len(w) - 8))
+        contam = np.zeros(len(texts), bool)
+        for i in rows.tolist():
+            w = word.findall(unicodedata.normalize("NFKC", texts[i]).lower())
+            contam[i] = any(tuple(w[k : k + 9]) in grams for k in range(len(w) - 8))
+        return contam
+
+    st = Steps()
+    dup = st.run("exact", exact)
+    near = st.run("near", near_step, np.flatnonzero(dup < 0))
+    contam = st.run("decontam", decontam, np.flatnonzero((dup < 0) & (near < 0)))
+    return dup, near, contam, st.times, {**{f"peak_{k}": v for k, v in st.peaks.items()},
+                                         **{f"cpu_{k}": v for k, v in st.cpu.items()}}
+
+
+# ---------------------------------------------------------------- driver
+
+
+def save_corpus(out: Path, rows: int, seed: int, bench_problems: int) -> None:
+    texts, bench, kind, src = make_corpus(rows, seed, bench_problems)
+    with pa.OSFile(str(out / "texts.arrow"), "wb") as f, pa.ipc.new_file(f, pa.schema([("t", pa.large_string())])) as w:
+        w.write_table(pa.table({"t": texts}))
+    (out / "bench.json").write_text(json.dumps(bench))
+    np.save(out / "kind.npy", kind)
+    np.save(out / "src.npy", src)
+
+
+def load_corpus(data: Path):
+    texts = pa.ipc.open_file(pa.memory_map(str(data / "texts.arrow"))).read_all().column("t")  # zero copy
+    texts = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
+    return texts, json.loads((data / "bench.json").read_text()), np.load(data / "kind.npy"), np.load(data / "src.npy")
+
+
+def child(impl: str, data: Path, workers: int) -> dict:
+    texts, bench, kind, src = load_corpus(data)
+    rows = len(texts)
+    if impl == "datasketch":
+        texts = texts.to_pylist()
+    rss_data = _rss_mb("VmRSS")
+    if impl == "ours":
+        dup, near, contam, times, extra = run_ours(texts, bench, workers)
+    else:
+        dup, near, contam, times, extra = run_datasketch(texts, bench)
+    total = sum(times.values())
+    planted_near = kind == 2
+    reach = (dup < 0) & (near < 0)  # rows that reach decontamination
+    planted_contam = (kind == 3) & reach
+    return {
+        "impl": impl,
+        "rows": rows,
+        "seconds": total,
+        "rows_per_s": rows / total,
+        **{f"t_{k}": v for k, v in times.items()},
+        "peak_rss_mb": max(v for k, v in extra.items() if k in ("peak_exact", "peak_near", "peak_decontam")),
+        "data_rss_mb": rss_data,
+        "exact_recall": float((dup[kind == 1] >= 0).mean()) if (kind == 1).any() else float("nan"),
+        "near_recall": float(((near >= 0) | (dup >= 0))[planted_near].mean()) if planted_near.any() else float("nan"),
+        "near_false": int(((near >= 0) & (kind != 2)).sum()),
+        "contam_recall": float(contam[planted_contam].mean()) if planted_contam.any() else float("nan"),
+        "contam_false": int((contam & (kind != 3)).sum()),
+        **extra,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bench-problems", type=int, default=1000)
+    ap.add_argument("--only", choices=["ours", "datasketch"], help="run one implementation")
+    ap.add_argument("--child", choices=["ours", "datasketch"], help=argparse.SUPPRESS)
+    ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        print(json.dumps(child(a.child, a.data, a.workers)))
+        return 0
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-curate-") as tmp:
+        t = time.perf_counter()
+        save_corpus(Path(tmp), a.rows, a.seed, a.bench_problems)
+        print(f"corpus: {a.rows} rows generated in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        for impl in [a.only] if a.only else ["ours", "datasketch"]:
+            cmd = [sys.executable, __file__, "--child", impl, "--data", tmp, "--workers", str(a.workers)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr)
+                return proc.returncode
+            results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
+    cols = ["rows_per_s", "seconds", "t_exact", "t_near", "t_decontam", "peak_rss_mb", "data_rss_mb",
+            "exact_recall", "near_recall", "near_false", "contam_recall", "contam_false"]
+    print(f"{a.rows} rows, {a.workers} workers, seed {a.seed}, {a.bench_problems} benchmark problems")
+    print(f"{'':>12}" + "".join(f"{c:>14}" for c in cols))
+    for impl, r in results.items():
+        print(f"{impl:>12}" + "".join(f"{r[c]:>14.3f}" if isinstance(r[c], float) else f"{r[c]:>14}" for c in cols))
+    for impl, r in results.items():
+        print(f"{impl:>10}: peak RSS MB per step: " + ", ".join(
+            f"{k[5:]} {v:.0f}" for k, v in r.items() if k.startswith("peak_") and k != "peak_rss_mb")
+              + "; CPU s per step: " + ", ".join(f"{k[4:]} {v:.1f}" for k, v in r.items() if k.startswith("cpu_")))
+    if len(results) == 2:
+        o, d = results["ours"], results["datasketch"]
+        print(f"ours/datasketch: throughput x{o['rows_per_s'] / d['rows_per_s']:.1f}, "
+              f"peak RSS x{o['peak_rss_mb'] / d['peak_rss_mb']:.2f}; per step: "
+              + ", ".join(f"{k} x{d['t_' + k] / o['t_' + k]:.1f}" for k in ("exact", "near", "decontam")))
+        steps = ("exact", "near", "decontam")
+        cpu_ratio = sum(d["cpu_" + k] for k in steps) / sum(o["cpu_" + k] for k in steps)
+        print(f"CPU time (all threads) ours/datasketch: x{cpu_ratio:.1f} less CPU; "
+              + ", ".join(f"{k} x{d['cpu_' + k] / o['cpu_' + k]:.1f}" for k in steps))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
