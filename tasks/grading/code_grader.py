@@ -39,4 +39,7 @@ class CodeGrader:
         return grades
 
     def close(self) -> None:
-        pass
+        """Stop this process's warm sandbox containers (the threads executor keeps one pool per process)."""
+        from tasks.verification.worker import close_pools
+
+        close_pools()

@@ -33,8 +33,13 @@ def test_validation_drops_with_reasons():
     ]
     from tasks.verification.verify import VerifyConfig
 
-    res = validate_code_problems(pa.Table.from_pylist(rows, schema=PROBLEM_SCHEMA), min_tests=3,
-                                 verify_config=VerifyConfig(executor="threads", workers=1))
+    from tasks.verification.worker import close_pools
+
+    try:
+        res = validate_code_problems(pa.Table.from_pylist(rows, schema=PROBLEM_SCHEMA), min_tests=3,
+                                     verify_config=VerifyConfig(executor="threads", workers=1))
+    finally:
+        close_pools()  # no warm container may outlive the test
     assert res.problems.column("id").to_pylist() == ["p0", "m"]
     reasons = {d["id"]: d["reason"] for d in res.dropped}
     assert reasons == {"p1": "invalid_tests", "p2": "too_few_tests", "p3": "invalid_tests"}

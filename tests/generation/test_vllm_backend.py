@@ -26,10 +26,33 @@ CORPUS = [f"<think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}" for a in range(30
 LOGPROB_ATOL = 1e-4  # measured max |vLLM - transformers| on this model in fp32: ~1e-6
 
 
+def train(model, tok, steps, lr, seed=0):
+    """A few Adam steps on chat-formatted sums: random tiny models all greedily repeat one token, so a model
+    that must decode *differently* needs some training (it also learns to emit <|im_end|>)."""
+    texts = [chat_prompt(tok, f"{a}+{b}?") + f"<think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}<|im_end|>"
+             for a in range(10) for b in range(10)]
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        b = tok([texts[i] for i in torch.randint(0, len(texts), (16,), generator=g).tolist()],
+                return_tensors="pt", padding=True, add_special_tokens=False)
+        model(**b, labels=b["input_ids"].masked_fill(b["attention_mask"] == 0, -100)).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return model.eval()
+
+
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
+    """m0: random (seed 0), the engine's starting weights. m1: another seed, trained 5 steps: a different model."""
+    from transformers import AutoTokenizer
+
     root = tmp_path_factory.mktemp("vllm-models")
-    return {s: str(init_model(root / f"m{s}", CORPUS, seed=s)) for s in (0, 1)}
+    out = {s: str(init_model(root / f"m{s}", CORPUS, seed=s)) for s in (0, 1)}
+    m1 = train(hf(out[1]), AutoTokenizer.from_pretrained(out[1]), steps=5, lr=3e-3)
+    m1.save_pretrained(out[1])
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +64,13 @@ def gen(dirs):
     assert torch.get_num_threads() == threads  # vLLM's CPU worker sets 1 thread process-wide; we restore it
     yield g
     g.close()
+
+
+@pytest.fixture
+def restore(gen, dirs):
+    """For tests that change the engine's weights: put m0 back afterwards, even when the test fails."""
+    yield
+    gen.sync_weights(hf(dirs[0]))
 
 
 def hf(path):
@@ -126,7 +156,7 @@ def test_greedy_matches_transformers(gen, dirs):
         assert torch.allclose(torch.tensor(cs[0].logprobs), raw, atol=LOGPROB_ATOL)
 
 
-def test_sync_weights_from_another_model_and_back(gen, dirs):
+def test_sync_weights_from_another_model_and_back(gen, dirs, restore):
     tok, ps = gen.tok, prompts(gen.tok)
     before = greedy(gen, ps)  # also caches the long prompt's KV blocks under the old weights
     m0, m1 = hf(dirs[0]), hf(dirs[1])
@@ -140,38 +170,42 @@ def test_sync_weights_from_another_model_and_back(gen, dirs):
     # a state dict without lm_head (tied model): sync_weights sends the embedding as the head
     sd = {k: v for k, v in m0.state_dict().items() if k != "lm_head.weight"}
     gen.sync_weights(sd)
-    assert [c.token_ids for c in greedy(gen, ps)] == [c.token_ids for c in before]
+    back = greedy(gen, ps)
+    assert [c.token_ids for c in back] == [c.token_ids for c in before]
+    for p, c in zip(ps, back):
+        raw = forward_logprobs(m0, tok(p, add_special_tokens=False)["input_ids"], c.token_ids)
+        assert torch.allclose(torch.tensor(c.logprobs), raw, atol=LOGPROB_ATOL)
 
 
-def test_stale_prefix_cache_is_dropped(gen, dirs):
-    """Why sync_weights resets the prefix cache: reloading alone keeps serving KV blocks of the old weights."""
+def test_stale_prefix_cache_is_dropped(gen, dirs, restore):
+    """Why sync_weights resets the prefix cache: reloading alone keeps serving the prompt's KV blocks computed
+    with the old weights (seen in the logprobs; the tiny model's greedy tokens may not change)."""
     tok, ps = gen.tok, prompts(gen.tok)[:1]
+    p_ids = tok(ps[0], add_special_tokens=False)["input_ids"]
     m0, m1 = hf(dirs[0]), hf(dirs[1])
-    want1 = hf_greedy(m1, tok, ps, 12, gen.eos_ids)
+
+    def error_vs(model):
+        c = greedy(gen, ps)[0]
+        return (torch.tensor(c.logprobs) - forward_logprobs(model, p_ids, c.token_ids)).abs().max().item()
+
     greedy(gen, ps)  # cache the long prompt under m0
     gen.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(m1.state_dict().items())})
-    stale = greedy(gen, ps)
-    assert [c.token_ids for c in stale] != want1  # the prompt's cached KV came from m0: this test bites
+    assert error_vs(m1) > 1e-2  # stale KV from m0: this test bites
     gen.llm.reset_prefix_cache()
-    assert [c.token_ids for c in greedy(gen, ps)] == want1
-    greedy(gen, ps)  # cache under m1, then the real path must not serve it after going back to m0
+    assert error_vs(m1) < LOGPROB_ATOL
+    greedy(gen, ps)  # cached under m1; the real path must not serve it after going back to m0
     gen.sync_weights(m0)
-    assert [c.token_ids for c in greedy(gen, ps)] == hf_greedy(m0, tok, ps, 12, gen.eos_ids)
+    assert error_vs(m0) < LOGPROB_ATOL
 
 
-def test_sync_after_an_optimizer_step_equals_a_fresh_engine(gen, dirs, tmp_path):
-    """The RL path: one SGD step on the (tied) transformers policy, sync, then compare with transformers on the
+def test_sync_after_an_optimizer_step_equals_a_fresh_engine(gen, dirs, restore, tmp_path):
+    """The RL path: optimizer steps on the (tied) transformers policy, sync, then compare with transformers on the
     updated weights and with a fresh engine loaded from them (greedy and seeded samples, ids and logprobs)."""
     from tasks.generation.vllm_backend import VLLMGenerator
 
     tok, ps = gen.tok, prompts(gen.tok)
     before = greedy(gen, ps)
-    policy = hf(dirs[0]).train()
-    batch = tok([t for t in CORPUS[:16]], return_tensors="pt", padding=True, add_special_tokens=False)
-    loss = policy(**batch, labels=batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)).loss
-    loss.backward()
-    torch.optim.SGD(policy.parameters(), lr=5.0).step()
-    policy.eval()
+    policy = train(hf(dirs[0]), tok, steps=3, lr=1e-2, seed=1)  # tied embeddings, as the RL trainer's model
     gen.sync_weights(policy)
     after = greedy(gen, ps)
     assert [c.token_ids for c in after] == hf_greedy(policy, tok, ps, 12, gen.eos_ids)
@@ -189,8 +223,6 @@ def test_sync_after_an_optimizer_step_equals_a_fresh_engine(gen, dirs, tmp_path)
                 assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
     finally:
         fresh.close()
-    gen.sync_weights(hf(dirs[0]))
-    assert [c.token_ids for c in greedy(gen, ps)] == [c.token_ids for c in before]
 
 
 SUBPROCESS_SYNC = textwrap.dedent("""
@@ -206,7 +238,7 @@ SUBPROCESS_SYNC = textwrap.dedent("""
         sp = SamplingParams(n=1, temperature=0, max_tokens=12)
         gen.sync_weights(AutoModelForCausalLM.from_pretrained(m1))
         c = gen.generate(p, sp)[0][0]
-        print("RESULT", json.dumps({"in_process": gen.in_process, "ids": c.token_ids}))
+        print("RESULT", json.dumps({"in_process": gen.in_process, "ids": c.token_ids, "logprobs": c.logprobs}))
         gen.close()
 """)
 
@@ -229,5 +261,8 @@ def test_sync_weights_across_processes(dirs, tmp_path):
     from tasks.generation.vllm_backend import _eos_ids
 
     tok = AutoTokenizer.from_pretrained(dirs[0])
-    want = hf_greedy(hf(dirs[1]), tok, [chat_prompt(tok, "1+2?")], 12, _eos_ids(dirs[0], tok))
-    assert res["ids"] == want[0]
+    p = chat_prompt(tok, "1+2?")
+    m1 = hf(dirs[1])
+    assert res["ids"] == hf_greedy(m1, tok, [p], 12, _eos_ids(dirs[0], tok))[0]
+    raw = forward_logprobs(m1, tok(p, add_special_tokens=False)["input_ids"], res["ids"])
+    assert torch.allclose(torch.tensor(res["logprobs"]), raw, atol=LOGPROB_ATOL)

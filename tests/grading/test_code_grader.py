@@ -16,9 +16,12 @@ def test_code_grader_soft_scores():
 
     tests = {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "8\n"]}
     g = make_grader("code", workers=1)
-    grades = g.grade_batch([
-        ("<think>x</think>```python\na, b = map(int, input().split())\nprint(a + b)\n```", {"id": "a", "tests": tests}),
-        ("<think>x</think>no code", {"id": "b", "tests": tests}),
-    ])
+    try:
+        grades = g.grade_batch([
+            ("<think>x</think>```python\na, b = map(int, input().split())\nprint(a + b)\n```", {"id": "a", "tests": tests}),
+            ("<think>x</think>no code", {"id": "b", "tests": tests}),
+        ])
+    finally:
+        g.close()
     assert (grades[0].score, grades[0].correct) == (0.5, False)
     assert grades[1].detail == "no_code" and grades[1].score == 0.0
