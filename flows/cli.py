@@ -412,6 +412,33 @@ def ablate(
     console.print(t)
 
 
+@app.command()
+def pipeline(
+    store: Optional[str] = StoreOpt,
+    seed: int = typer.Option(0, "--seed"),
+    scale: float = typer.Option(1.0, "--scale", help="Size of the bundled demo data"),
+) -> None:
+    """The end-to-end pipeline on the bundled data: curate → verify → SFT → difficulty → RL → evaluate."""
+    import json
+
+    from storage.store import resolve_store
+    from tasks.pipeline.config import PipelineConfig
+
+    if scale <= 0:
+        raise UserError("--scale must be positive")
+    quiet_prefect_defaults()
+    from flows.pipeline import pipeline as pipeline_flow
+
+    summary = pipeline_flow(PipelineConfig(store=resolve_store(store), seed=seed, demo_scale=scale))
+    t = Table(title=f"{summary['benchmark']} avg@{summary['k']} (held out)")
+    for col in ("stage", "avg@k", "checkpoint"):
+        t.add_column(col)
+    for stage in ("base", "sft", "rl"):
+        t.add_row(stage, f"{summary[stage + '_avg_at_k']:.3f}", summary[stage])
+    console.print(t)
+    console.print(json.dumps(summary))
+
+
 def _register_optional() -> None:
     try:
         from flows import verify_cli

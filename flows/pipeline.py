@@ -26,10 +26,10 @@ from tasks.training.prefect_tasks import png_data_url, rl_train_task, sft_train_
 
 
 @task(name="demo-data", cache_policy=NONE)
-def demo_data_task(store: str, seed: int) -> tuple[dict, dict]:
+def demo_data_task(store: str, seed: int, scale: float = 1.0) -> tuple[dict, dict]:
     from tasks.curation.demo_data import write_demo_sources
 
-    files = write_demo_sources(Path(Store(store).path("demo-data")), seed=seed)
+    files = write_demo_sources(Path(Store(store).path("demo-data")), seed=seed, scale=scale)
     return ({k: str(v) for k, v in files.sources().items()}, {k: str(v) for k, v in files.benchmarks().items()})
 
 
@@ -56,7 +56,7 @@ def pipeline(config: PipelineConfig = PipelineConfig()) -> dict:
     log = get_run_logger()
     store = resolve_store(config.store)
     if config.demo:
-        sources, benchmarks = demo_data_task(store, config.seed)
+        sources, benchmarks = demo_data_task(store, config.seed, config.demo_scale)
     else:
         sources, benchmarks = config.sources, config.benchmarks
     if not sources:

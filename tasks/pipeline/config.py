@@ -26,6 +26,7 @@ def _demo_rl() -> RLConfig:
 class PipelineConfig:
     store: str | None = None                      # default $KLEAR_STORE or ./klear-store
     demo: bool = True                             # generate the bundled demo sources + benchmarks
+    demo_scale: float = 1.0                       # size of the bundled data (tests use a small fraction)
     sources: dict[str, str] = field(default_factory=dict)      # NAME → PATH (demo=False)
     benchmarks: dict[str, str] = field(default_factory=dict)   # NAME → PATH, decontamination + evaluation
     eval_benchmark: str = "bench_math"            # which benchmark the base/SFT/RL table reports

@@ -1,0 +1,42 @@
+"""The end-to-end pipeline at the smallest size under a real Prefect server: every stage runs, the
+catalog holds the lineage, and a second run recomputes nothing."""
+import duckdb
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+
+def _config(store):
+    from tasks.pipeline.config import PipelineConfig
+    from tasks.training.rl import RLConfig
+    from tasks.training.sft import SFTConfig
+
+    return PipelineConfig(
+        store=str(store), demo_scale=0.05, min_tests=16,
+        sft=SFTConfig(max_steps=4, batch_size=4, micro_batch_size=4, seq_len=256, lr=3e-3),
+        difficulty_k=1,
+        rl=RLConfig(steps=2, prompts_per_step=2, rollouts_per_prompt=4, mini_batches=1, max_tokens=24,
+                    lr=1e-4, domains=("math",)),
+        eval_k=1, eval_max_tokens=24)
+
+
+def test_pipeline_smallest_size(prefect_server, tmp_path):
+    from flows.pipeline import pipeline
+
+    store = tmp_path / "store"
+    s1 = pipeline(_config(store))
+    for stage in ("base", "sft", "rl"):
+        assert 0.0 <= s1[f"{stage}_avg_at_k"] <= 1.0
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    lineage = con.execute("""
+        select c.stage, c.parent is not null, d.kind from evaluations e join checkpoints c on c.id = e.checkpoint
+        left join datasets d on d.id = c.dataset order by c.stage""").fetchall()
+    con.close()
+    assert [r[0] for r in lineage] == ["base", "rl", "sft"]
+    assert lineage[1][1] and lineage[2][1]  # rl and sft checkpoints have parents
+    assert {r[2] for r in lineage[1:]} <= {"verify", "difficulty"}
+
+    mtimes = {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")}
+    s2 = pipeline(_config(store))
+    assert s2 == s1
+    assert {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")} == mtimes
