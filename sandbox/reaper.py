@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import dataclass
 
 from sandbox.container import LABEL, OWNER_LABEL, process_start_ticks
 
@@ -26,8 +27,22 @@ def owner_alive(owner: str | None) -> bool:
     return process_start_ticks(pid) == ticks
 
 
-def labelled(client) -> list:
-    return client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+@dataclass(frozen=True)
+class Listed:
+    """A labelled container as the engine's list call reports it (no per-container inspect, so a
+    container removed meanwhile by another client cannot make the listing fail)."""
+    id: str
+    labels: dict
+    status: str
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+
+def labelled(client) -> list[Listed]:
+    rows = client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
+    return [Listed(r["Id"], r.get("Labels") or {}, r.get("State", "")) for r in rows]
 
 
 def reap(client=None, everything: bool = False) -> list[str]:
@@ -41,7 +56,7 @@ def reap(client=None, everything: bool = False) -> list[str]:
         orphan = not owner_alive(c.labels.get(OWNER_LABEL)) or c.status in ("exited", "dead")
         if everything or orphan:
             try:
-                c.remove(force=True)
+                client.api.remove_container(c.id, force=True)
                 removed.append(c.id)
             except Exception as exc:  # removed concurrently (auto_remove) or already in removal
                 log.debug("reap %s: %s", c.short_id, exc)
