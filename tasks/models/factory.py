@@ -18,6 +18,9 @@ MODEL_CARD = "klear_model.json"
 def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int = 0) -> Path:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     p = PRESETS[preset]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
