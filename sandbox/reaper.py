@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from dataclasses import dataclass
 
 from sandbox.container import LABEL, OWNER_LABEL, process_start_ticks
 
@@ -27,22 +26,18 @@ def owner_alive(owner: str | None) -> bool:
     return process_start_ticks(pid) == ticks
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A labelled container as the engine's list call reports it (no per-container inspect, so a
-    container removed meanwhile by another client cannot make the listing fail)."""
-    id: str
-    labels: dict
-    status: str
+def labelled(client, attempts: int = 5) -> list:
+    """Labelled containers. The SDK inspects each listed container; one auto-removed by another client in
+    between raises NotFound, so the listing is simply taken again."""
+    from docker.errors import NotFound
 
-    @property
-    def short_id(self) -> str:
-        return self.id[:12]
-
-
-def labelled(client) -> list[Listed]:
-    rows = client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
-    return [Listed(r["Id"], r.get("Labels") or {}, r.get("State", "")) for r in rows]
+    for i in range(attempts):
+        try:
+            return client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        except NotFound:
+            if i == attempts - 1:
+                raise
+    return []
 
 
 def reap(client=None, everything: bool = False) -> list[str]:
@@ -56,7 +51,7 @@ def reap(client=None, everything: bool = False) -> list[str]:
         orphan = not owner_alive(c.labels.get(OWNER_LABEL)) or c.status in ("exited", "dead")
         if everything or orphan:
             try:
-                client.api.remove_container(c.id, force=True)
+                c.remove(force=True)
                 removed.append(c.id)
             except Exception as exc:  # removed concurrently (auto_remove) or already in removal
                 log.debug("reap %s: %s", c.short_id, exc)
