@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from flows import verify_cli
 from flows.cli_common import UserError, click_exceptions, parse_pairs, quiet_prefect_defaults
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
@@ -138,24 +139,9 @@ def _run_verify(store: str, min_tests: int, workers: int, dask: str | None) -> d
 
 @app.command()
 def demo(store: Optional[str] = StoreOpt) -> None:
-    """Run the pipeline on the bundled demo data (tiny model, CPU)."""
-    from storage.store import Store, resolve_store
-    from tasks.curation.demo_data import write_demo_sources
-
-    root = resolve_store(store)
-    files = write_demo_sources(Path(Store(root).path("demo-data")))
-    config = build_curate_config(
-        {k: str(v) for k, v in files.sources().items()}, {k: str(v) for k, v in files.benchmarks().items()},
-        {}, [], {}, store=root)
-    quiet_prefect_defaults()
-    from flows.curate import curate as curate_flow
-
-    curate_flow(config)
-    version = _run_verify(root, min_tests=16, workers=2, dask=None)
-    print_curation_summary(version, root)
-    console.print(f"demo data: {Store(root).path('demo-data')}")
-    console.print("query: duckdb " + Store(root).catalog_path +
-                  " -c \"select reason, count(*) from dropped group by 1\"")
+    """The whole pipeline on the bundled demo data with a tiny model on CPU (minutes):
+    curate → verify → SFT → difficulty → RL → evaluate base / SFT / RL."""
+    _run_pipeline(store, seed=0, scale=1.0)
 
 
 model_app = typer.Typer(help="Models: create a tiny random-init model for CPU runs.", no_args_is_help=True)
@@ -419,35 +405,37 @@ def pipeline(
     scale: float = typer.Option(1.0, "--scale", help="Size of the bundled demo data"),
 ) -> None:
     """The end-to-end pipeline on the bundled data: curate → verify → SFT → difficulty → RL → evaluate."""
-    import json
-
-    from storage.store import resolve_store
-    from tasks.pipeline.config import PipelineConfig
-
     if scale <= 0:
         raise UserError("--scale must be positive")
+    _run_pipeline(store, seed, scale)
+
+
+def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
+    import json
+
+    from storage.store import Store, resolve_store
+    from tasks.pipeline.config import PipelineConfig
+
+    root = resolve_store(store)
     quiet_prefect_defaults()
     from flows.pipeline import pipeline as pipeline_flow
 
-    summary = pipeline_flow(PipelineConfig(store=resolve_store(store), seed=seed, demo_scale=scale))
-    t = Table(title=f"{summary['benchmark']} avg@{summary['k']} (held out)")
+    summary = pipeline_flow(PipelineConfig(store=root, seed=seed, demo_scale=scale))
+    st = Store(root)
+    print_curation_summary(st.load_version(summary["dataset"]).__dict__, root)
+    t = Table(title=f"held-out {summary['benchmark']}: avg@{summary['k']} by stage")
     for col in ("stage", "avg@k", "checkpoint"):
         t.add_column(col)
     for stage in ("base", "sft", "rl"):
         t.add_row(stage, f"{summary[stage + '_avg_at_k']:.3f}", summary[stage])
     console.print(t)
+    console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
+    console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
+    console.print("Prefect UI: run `prefect server start`, set PREFECT_API_URL=http://127.0.0.1:4200/api, re-run to see flows and artifacts")
     console.print(json.dumps(summary))
 
 
-def _register_optional() -> None:
-    try:
-        from flows import verify_cli
-    except ImportError:
-        return
-    verify_cli.register(app)
-
-
-_register_optional()
+verify_cli.register(app)
 
 
 def main() -> None:
@@ -456,9 +444,8 @@ def main() -> None:
     except UserError as e:
         e.show()
         sys.exit(2)
-    except click_exceptions.NoArgsIsHelpError as e:
-        print(e.ctx.get_help() if e.ctx else "klear --help")
-        sys.exit(0)
+    except click_exceptions.NoArgsIsHelpError:
+        sys.exit(0)  # typer has already printed the help
     except click_exceptions.UsageError as e:
         cmd = e.ctx.command_path if e.ctx else "klear"
         print(f"{cmd}: error: {e.format_message()}", file=sys.stderr)
