@@ -7,7 +7,7 @@ Canonical columns (../shared/DESIGN.md "Records"): id, source, domain, problem, 
 - `response`, `answer`: optional; `answer` may be a number (stored as its string form).
 - `tests`: optional; a dict or its JSON text in one of three forms (stored as canonical JSON text):
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
-  "outputs": [any]}`, assert-style `{"assert_code": str}`.
+  "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (a list: one test per snippet).
 A row that breaks a rule raises `Malformed` with a one-line reason; callers record it, never stop.
 """
 from __future__ import annotations
@@ -73,8 +73,10 @@ def parse_tests(value: Any) -> dict | None:
         raise Malformed(f"tests must be an object, got {type(value).__name__}")
     tests = dict(value)
     if "assert_code" in tests:
-        if not isinstance(tests["assert_code"], str) or not tests["assert_code"].strip():
-            raise Malformed("tests.assert_code must be a non-empty string")
+        code = tests["assert_code"]
+        snippets = code if isinstance(code, list) else [code]
+        if not snippets or not all(isinstance(c, str) and c.strip() for c in snippets):
+            raise Malformed("tests.assert_code must be a non-empty string or a list of them (one test each)")
         return tests
     ins, outs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(ins, list) or not isinstance(outs, list):

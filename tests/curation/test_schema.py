@@ -27,6 +27,7 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "tests": {"inputs": ["1"], "outputs": []}}, "1 inputs but 0 outputs"),
     ({"problem": "p", "tests": {"fn_name": "f x", "inputs": [], "outputs": []}}, "fn_name"),
     ({"problem": "p", "tests": [1]}, "tests must be an object"),
+    ({"problem": "p", "tests": {"assert_code": ["ok", ""]}}, "assert_code must be a non-empty string"),
     ({"problem": "p", "response": ["a"]}, "response must be a string"),
 ])
 def test_malformed_rows_give_a_reason(row, why):
@@ -46,6 +47,7 @@ def test_tests_three_forms_and_canonical_json():
         {"inputs": ["1 2\n"], "outputs": ["3\n"]},
         {"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]},
         {"assert_code": "assert add(1, 2) == 3"},
+        {"assert_code": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]},
     ]
     for f in forms:
         p = to_problem({"problem": "p", "tests": json.dumps(f)}, "s")
