@@ -157,15 +157,9 @@ def _corpus_texts(corpus: str | None) -> list[str]:
     if corpus is None:
         from tasks.curation.demo_data import write_demo_sources
 
-        tmp = tempfile.mkdtemp(prefix="klear-corpus-")
-        files = write_demo_sources(Path(tmp))
-        texts = []
-        for path in files.sources().values():
-            from tasks.curation.sources import read_source
-            for raw in read_source(str(path)):
-                if isinstance(raw.value, dict):
-                    texts.extend(str(v) for v in raw.value.values() if isinstance(v, str))
-        return texts
+        from tasks.models.corpus import source_texts
+
+        return source_texts(write_demo_sources(Path(tempfile.mkdtemp(prefix="klear-corpus-"))).sources().values())
     try:
         rows = load_sft_rows(corpus).rows
     except (ValueError, OSError) as e:

@@ -37,15 +37,13 @@ def demo_data_task(store: str, seed: int, scale: float = 1.0) -> tuple[dict, dic
 def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str]) -> str:
     """A random-init model whose tokenizer is trained on the sources' text; content-addressed."""
     from storage.checkpoints import describe_checkpoint
-    from tasks.curation.sources import read_source
+    from tasks.models.corpus import source_texts
     from tasks.models.factory import init_model
 
     out = base_model_dir(store, preset, seed, hash_json({n: hash_file(p) for n, p in sorted(sources.items())}))
     if finished(out):
         return str(out)
-    texts = [v for p in sources.values() for raw in read_source(p) if isinstance(raw.value, dict)
-             for v in raw.value.values() if isinstance(v, str)]
-    init_model(out, texts, preset=preset, seed=seed)
+    init_model(out, source_texts(sources.values()), preset=preset, seed=seed)
     row = describe_checkpoint(out, "base", None, None, {"preset": preset, "seed": seed})
     Store(store).catalog.insert_once("checkpoints", row)
     return str(out)
