@@ -1,15 +1,7 @@
 """Benchmark decontamination (tasks/curation/decontaminate.py): one hostile behaviour per test."""
 from tasks.curation.decontaminate import DecontamConfig, find_contamination
+from tests.curation.fixtures import BENCH, INSTR
 
-INSTR = "Give the final answer in \\boxed{}."
-BENCH = [
-    "Let a and b be positive integers such that the least common multiple of a and b is 360 and their "
-    "greatest common divisor is 12. Find the number of ordered pairs (a, b) that satisfy these conditions.",
-    "A bag contains five red marbles, seven blue marbles and eight green marbles. Two marbles are drawn "
-    "without replacement. What is the probability that both drawn marbles have the same colour?",
-    "Find the remainder when the sum of the squares of the first one hundred positive integers is divided "
-    "by seventeen, showing that your method works for any modulus.",
-]
 BENCH_I = {"aime": [f"{b} {INSTR}" for b in BENCH]}
 
 
