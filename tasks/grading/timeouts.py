@@ -2,11 +2,15 @@
 thread and inside Dask workers, where signal-based timeouts (math-verify's own) do not work.
 
 Calls run in a small pool of worker processes; a call that exceeds its deadline gets `TimedOut` and its
-pool is killed and replaced (a hung sympy cannot be interrupted any other way).
+pool is killed and replaced (a hung sympy cannot be interrupted any other way). A new pool's start-up
+(spawning Python, importing the called function's module) is waited for apart from the call's deadline:
+on a loaded machine start-up alone can exceed a 5 s deadline, and every call would then time out, kill
+the pool and respawn it.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import importlib
 import multiprocessing as mp
 import threading
 from typing import Any, Callable
@@ -16,33 +20,50 @@ class TimedOut(Exception):
     """The call did not finish within its deadline."""
 
 
+def _import(module: str) -> None:
+    importlib.import_module(module)
+
+
+def _terminate(pool: cf.ProcessPoolExecutor) -> None:
+    for p in list(getattr(pool, "_processes", {}).values()):
+        p.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 class ProcessTimeoutPool:
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, startup_timeout: float = 120.0):
         self.workers = workers
+        self.startup_timeout = startup_timeout  # spawn + imports of a new pool; not part of any call's deadline
         self._lock = threading.Lock()
         self._pool: cf.ProcessPoolExecutor | None = None
 
-    def _get(self) -> cf.ProcessPoolExecutor:
+    def _get(self, module: str | None = None) -> cf.ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+                pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+                if module:
+                    try:
+                        pool.submit(_import, module).result(timeout=self.startup_timeout)
+                    except (cf.TimeoutError, cf.process.BrokenProcessPool):
+                        _terminate(pool)
+                        raise TimedOut(f"worker process did not start within {self.startup_timeout:.0f}s") from None
+                self._pool = pool
             return self._pool
 
     def _kill(self, pool: cf.ProcessPoolExecutor) -> None:
         with self._lock:
             if self._pool is pool:
                 self._pool = None
-        for p in list(getattr(pool, "_processes", {}).values()):
-            p.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        _terminate(pool)
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
-        pool = self._get()
+        module = getattr(fn, "__module__", None)
+        pool = self._get(module)
         try:
             fut = pool.submit(fn, *args)
         except cf.process.BrokenProcessPool:
             self._kill(pool)
-            pool = self._get()
+            pool = self._get(module)
             fut = pool.submit(fn, *args)
         try:
             return fut.result(timeout=timeout)
