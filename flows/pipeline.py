@@ -50,9 +50,12 @@ def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str])
 
 
 @flow(name="pipeline", log_prints=True)
-def pipeline(config: PipelineConfig = PipelineConfig()) -> dict:
+def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None) -> dict:
+    """curate → verify → SFT → difficulty tags → RL → evaluate base/SFT/RL, each stage content-addressed.
+
+    `store` overrides `config.store`, so a deployment run takes `--param store=DIR` alone."""
     log = get_run_logger()
-    store = resolve_store(config.store)
+    store = resolve_store(store or config.store)
     if config.demo:
         sources, benchmarks = demo_data_task(store, config.seed, config.demo_scale)
     else:
