@@ -1,14 +1,17 @@
 # Quickstart: `make demo` (whole pipeline on bundled data, tiny model, CPU) and `make test`.
 # Both create .venv at the repo root, install the project (editable), make sure a Docker engine answers
 # (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing.
+# `make test` also installs vLLM 0.32.0 (the CPU build on a CPU torch) for the vLLM backend tests:
+# scripts/install-vllm.sh says how it coexists with Prefect 3.9. `make demo` does not need it.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 KLEAR := $(VENV)/bin/klear
 STAMP := $(VENV)/.installed
+VLLM_STAMP := $(VENV)/.vllm-installed
 
-.PHONY: demo test setup docker sandbox-image bench clean
+.PHONY: demo test setup vllm docker sandbox-image bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +20,12 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+$(VLLM_STAMP): $(STAMP) pyproject.toml scripts/install-vllm.sh
+	@bash scripts/install-vllm.sh $(PY)
+	@touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 docker:
 	@bash scripts/ensure-docker.sh
@@ -27,7 +36,7 @@ sandbox-image: setup docker
 demo: sandbox-image
 	$(KLEAR) demo
 
-test: sandbox-image
+test: sandbox-image vllm
 	$(PY) -m pytest
 
 bench: setup

