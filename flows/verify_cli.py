@@ -1,6 +1,6 @@
 """`klear verify` and `klear sandbox ...`: registered onto the main app by flows/cli.py.
 
-    klear verify INPUT --out OUTPUT [--dask ADDRESS] [--workers N]
+    klear verify INPUT --out OUTPUT [--dask ADDRESS] [--workers N] [--processes]
     klear sandbox build [--force] [--cpp]
     klear sandbox reap [--all]
 
@@ -44,6 +44,8 @@ def verify(
     out: str = typer.Option(..., "--out", help="Results: .jsonl or .parquet rows {id, verdict, passed, total, reward, details}"),
     dask: Optional[str] = typer.Option(None, "--dask", help="Address of an existing Dask scheduler (default: a LocalCluster)"),
     workers: int = typer.Option(2, "--workers", help="LocalCluster workers, one sandbox container each"),
+    processes: bool = typer.Option(False, "--processes", help="LocalCluster workers as processes, not threads "
+                                   "of this one (≈ 3 s more start-up; a judge crash then costs one worker)"),
     max_tests: int = typer.Option(16, "--max-tests", help="Tests per submission (sampled, seeded)"),
     seed: int = typer.Option(0, "--seed", help="Test-sampling seed"),
 ) -> None:
@@ -72,7 +74,8 @@ def verify(
         raise UserError(str(exc)) from None
     if dask is None:
         _docker_client()
-    config = VerifyConfig(workers=workers, dask_address=dask, judge=JudgeConfig(max_tests=max_tests, seed=seed))
+    config = VerifyConfig(workers=workers, processes=processes, dask_address=dask,
+                          judge=JudgeConfig(max_tests=max_tests, seed=seed))
     err = Console(stderr=True)
     started = time.monotonic()
     with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -32,8 +32,12 @@ class VerifyError(RuntimeError):
 
 @dataclass(frozen=True)
 class VerifyConfig:
-    workers: int = 2  # Dask worker processes for a LocalCluster (one sandbox container each): one per core
+    workers: int = 2  # LocalCluster workers (one sandbox container each): one per core
     threads_per_worker: int = 1  # containers per worker: a worker thread waits on its container, not the CPU
+    processes: bool = False  # LocalCluster workers as threads of this process: the host side of judging is
+    #   I/O-bound (≈ 0.7 ms CPU per row; programs run in the containers), while spawning worker processes
+    #   costs ≈ 3 s of start-up, more than a few hundred rows take. True: one process per worker, so a
+    #   crash in the host-side judge costs a worker, not the run (and for very many workers)
     dask_address: str | None = None  # an existing scheduler ("tcp://host:8786"); None starts a LocalCluster
     executor: str = "dask"  # "dask", or "threads": a pool in this process (tests, rewards inside a trainer)
     chunk_size: int = 8  # rows per Dask task: amortises scheduling (≈ 1 ms/task) over several submissions
@@ -82,26 +86,46 @@ def _run_threads(rows, todo, config, results, tick) -> None:
 
 
 def _connect(config: VerifyConfig):
+    """(client, cluster or None). The sandbox plugin warms each worker's containers as it starts."""
     from distributed import Client, LocalCluster
+
+    from tasks.verification.worker import SandboxPlugin
 
     if config.dask_address:
         try:
-            return Client(config.dask_address, timeout="15s"), None
+            client = Client(config.dask_address, timeout="15s")
         except Exception as exc:
             raise VerifyError(f"--dask {config.dask_address}: cannot reach the scheduler ({exc})") from None
+        client.register_plugin(SandboxPlugin(config.pool))
+        return client, None
     cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
-                           processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                           processes=config.processes, dashboard_address=None, silence_logs=logging.ERROR,
+                           plugins={SandboxPlugin(config.pool)})
     return Client(cluster), cluster
+
+
+def _check_image(config: VerifyConfig) -> None:
+    from sandbox.image import ensure_image
+
+    try:
+        ensure_image(config.pool.image)
+    except Exception as exc:
+        raise VerifyError(f"sandbox image: {exc}") from None
 
 
 def _run_dask(rows, todo, config, results, tick) -> None:
     from distributed import as_completed
 
-    from tasks.verification.worker import SandboxPlugin
-
+    image = None
+    if config.dask_address is None:  # workers on this host: build the image once, here, while the
+        #   cluster starts (a worker that gets there first waits on the build lock, it never builds twice)
+        ex = ThreadPoolExecutor(1, thread_name_prefix="klear-image")
+        image = ex.submit(_check_image, config)
+        ex.shutdown(wait=False)  # the check still runs; nothing else will be submitted
     client, cluster = _connect(config)
     try:
-        client.register_plugin(SandboxPlugin())
+        if image is not None:
+            image.result()  # no image, no engine: VerifyError (and the cluster closes below)
         workers = config.workers if cluster else max(1, len(client.scheduler_info().get("workers", {})))
         per_task = max(1, min(config.chunk_size, math.ceil(len(todo) / (4 * workers))))
         chunks = _chunks(todo, per_task)
@@ -154,13 +178,6 @@ def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),
         if config.executor == "threads":
             _run_threads(rows, todo, config, results, tick)
         else:
-            if config.dask_address is None:  # workers on this host: build the image once, here
-                from sandbox.image import ensure_image
-
-                try:
-                    ensure_image(config.pool.image)
-                except Exception as exc:
-                    raise VerifyError(f"sandbox image: {exc}") from None
             _run_dask(rows, todo, config, results, tick)
         log.info("verified %d rows in %.1fs", len(todo), time.monotonic() - started)
     missing = [i for i, r in enumerate(results) if r is None]

@@ -1,11 +1,15 @@
-"""One sandbox pool per process, created on first use and closed when the process (or Dask worker) ends.
+"""Warm sandbox pools, one per Dask worker (or one per process off a worker), created on first use.
 
-On a Dask worker the pool has one container per worker thread; `SandboxPlugin` closes it at worker
-teardown. If a worker is killed outright, its containers still go: each runner exits when its attach
-socket closes, and the container removes itself (auto_remove); the reaper catches anything left.
+A worker's pool has one container per worker thread. `SandboxPlugin(pool_config)` starts warming it
+as the worker starts (in a background thread, so the containers come up while the cluster is still
+starting) and closes it at worker teardown. Workers that share a process (a threads-only LocalCluster)
+each get their own pool. If a worker is killed outright, its containers still go: each runner exits
+when its attach socket closes and the container removes itself (auto_remove); the reaper catches
+anything left.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -15,25 +19,27 @@ from sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
 
-_pools: dict[str, SandboxPool] = {}
+_pools: dict[tuple[str | None, str], SandboxPool] = {}  # (worker id or None, pool config key) -> pool
 _lock = threading.Lock()
 
 
-def _worker_threads() -> int | None:
+def _current_worker():
     try:
         from distributed import get_worker
 
-        return get_worker().state.nthreads
-    except (ImportError, ValueError, AttributeError):
+        return get_worker()
+    except (ImportError, ValueError):
         return None
 
 
-def get_pool(config: PoolConfig) -> SandboxPool:
-    """This process's pool for `config` (sized to the Dask worker's threads when on a worker)."""
-    threads = _worker_threads()
-    if threads:
-        config = dataclasses.replace(config, size=threads)
-    key = config.key()
+def get_pool(config: PoolConfig, worker=None) -> SandboxPool:
+    """The pool for `config` of this Dask worker (sized to its threads), or of this process off a worker."""
+    worker = worker or _current_worker()
+    owner = None
+    if worker is not None:
+        config = dataclasses.replace(config, size=worker.state.nthreads)
+        owner = worker.id
+    key = (owner, config.key())
     with _lock:
         pool = _pools.get(key)
         if pool is None:
@@ -42,10 +48,11 @@ def get_pool(config: PoolConfig) -> SandboxPool:
     return pool
 
 
-def close_pools() -> None:
+def close_pools(worker_id: str | None = None) -> None:
+    """Close every pool of this process, or only those of the worker with this id."""
     with _lock:
-        pools = list(_pools.values())
-        _pools.clear()
+        keys = [k for k in _pools if worker_id is None or k[0] == worker_id]
+        pools = [_pools.pop(k) for k in keys]
     for pool in pools:
         try:
             pool.close()
@@ -60,7 +67,7 @@ except ImportError:  # pragma: no cover - dask is a dependency; this keeps the m
 
 
 class SandboxPlugin(WorkerPlugin):
-    """Closes the worker's sandbox pools when the worker shuts down.
+    """Warms the worker's pool for `pool` as the worker starts; closes its pools when the worker closes.
 
     Registering a plugin again under the same name (every `klear verify` against a long-lived cluster
     does) tears the old instance down on a running worker: the pools stay then, warm and possibly in use
@@ -69,7 +76,34 @@ class SandboxPlugin(WorkerPlugin):
 
     name = "klear-sandbox"
 
-    def teardown(self, worker) -> None:
+    def __init__(self, pool: PoolConfig | None = None):
+        self.pool = pool
+        self._warming: dict[str, threading.Thread] = {}
+
+    def setup(self, worker) -> None:
+        if self.pool is None:
+            return
+
+        def warm():
+            try:
+                get_pool(self.pool, worker)
+            except Exception as exc:  # the first task starts the pool again and reports the fault
+                log.warning("warming the sandbox pool: %s", exc)
+
+        thread = threading.Thread(target=warm, name="klear-sandbox-warm", daemon=True)
+        self._warming[worker.id] = thread
+        thread.start()
+
+    async def teardown(self, worker) -> None:
         status = getattr(getattr(worker, "status", None), "name", "closed")
-        if status not in ("running", "paused"):
-            close_pools()
+        if status in ("running", "paused"):
+            return
+
+        def close():
+            thread = self._warming.pop(worker.id, None)
+            if thread is not None:
+                thread.join(timeout=60)  # a pool still starting must not be registered after the close
+            close_pools(worker.id)
+
+        # In a thread: workers sharing one event loop (threads-only LocalCluster) close theirs together.
+        await asyncio.get_running_loop().run_in_executor(None, close)

@@ -91,6 +91,30 @@ def test_threads_on_real_sandboxes():
 
 
 @pytest.mark.docker
+def test_threads_local_cluster_gives_each_worker_its_own_container():
+    """The default LocalCluster runs its workers as threads of this process: two workers must still
+    mean two containers (one pool per worker, not one per process), and none may outlive the run."""
+    if not _docker_ok():
+        pytest.skip("no Docker engine")
+    import docker
+
+    from sandbox.container import OWNER_LABEL, owner_id
+    from sandbox.reaper import labelled
+
+    client = docker.from_env()
+    mine = lambda: [c for c in labelled(client) if c.labels.get(OWNER_LABEL) == owner_id()]  # noqa: E731
+    seen = []
+    rows = [dict(r, code="import time\ntime.sleep(0.05)\n" + r["code"]) for r in mixed_rows(24)]
+    out = verify_rows(rows, VerifyConfig(workers=2), progress=lambda done, total: seen.append(len(mine())))
+    assert [r["verdict"] for r in out] == [expected_verdict(i) for i in range(24)]
+    assert max(seen) == 2
+    deadline = time.monotonic() + 10
+    while mine() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert mine() == []
+
+
+@pytest.mark.docker
 @pytest.mark.slow
 def test_dask_worker_killed_mid_run_every_row_once():
     if not _docker_ok():
@@ -113,7 +137,7 @@ def test_dask_worker_killed_mid_run_every_row_once():
 
     verify_mod._connect = connect
     try:
-        out = verify_rows(rows, VerifyConfig(workers=2, chunk_size=4), progress=progress)
+        out = verify_rows(rows, VerifyConfig(workers=2, processes=True, chunk_size=4), progress=progress)
     finally:
         verify_mod._connect = real_connect
     assert len(killed) == 2, "the worker was not killed mid-run"
