@@ -211,8 +211,7 @@ def sft(
     from tasks.training.sft import SFTConfig
 
     _check_model_dir("--model", model)
-    if not Path(data).exists():
-        raise UserError(f"--data {data}: no such file or store")
+    _check_data(data)
     if micro_batch_size > batch_size:
         raise UserError("--micro-batch-size must not exceed --batch-size")
     cfg = SFTConfig(epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
@@ -307,6 +306,14 @@ def _rl_config(**kw):
 
 
 def _check_data(data: str) -> None:
+    """DATA is a file, a store directory, or `STORE#VERSION` (a store's pinned dataset version)."""
+    store, sep, version = data.partition("#")
+    if sep and Path(store).is_dir():
+        from storage.store import Store
+
+        if not Store(store).has_version(version):
+            raise UserError(f"--data {data}: store {store} has no dataset version {version!r}")
+        return
     if not Path(data).exists():
         raise UserError(f"--data {data}: no such file or store")
 
