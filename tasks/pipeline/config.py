@@ -12,8 +12,10 @@ from tasks.training.sft import SFTConfig
 
 
 def _demo_sft() -> SFTConfig:
-    # measured on the demo task: ~3 epochs of batch-8 steps lift held-out accuracy well above base
-    return SFTConfig(epochs=3, batch_size=8, micro_batch_size=8, seq_len=256, lr=3e-3, save_every=200)
+    # measured on the demo task (held-out bench_math avg@4, temperature 0.6): the arithmetic is learned late,
+    # 7% after 1.7 epochs, 11% after 3.4, 20% after 5.2, 34% after 6.9, 53% after 8 (1858 steps of 8×256
+    # packed tokens, ~0.12 s each on 2 idle cores); fewer epochs leave RL nothing to sharpen
+    return SFTConfig(epochs=8, batch_size=8, micro_batch_size=8, seq_len=256, lr=3e-3, save_every=500)
 
 
 def _demo_rl() -> RLConfig:
