@@ -2,7 +2,9 @@
 
 One process: nothing is initialised, `wrap` returns the model. Under torchrun: NCCL on GPUs (gloo on
 CPU), one device per local rank, DistributedDataParallel. Each rank takes `batch[rank::world]` of every
-global batch; token counts are all-reduced so the loss stays the global token mean.
+global batch; token counts are all-reduced so the loss stays the global token mean. Every rank runs the
+same number of micro-batches (gradients are all-reduced in the last one), padding a short share with
+all-ignored packs, so a batch that does not split evenly cannot leave a rank waiting (sft._train_step).
 """
 from __future__ import annotations
 

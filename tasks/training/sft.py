@@ -11,6 +11,7 @@ steps hold weights, optimizer, schedule position and step, so `resume=True` cont
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -25,7 +26,7 @@ from tasks.training import distributed as dist_utils
 from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
-from tasks.training.sft_data import collate, load_sft_rows, pack_examples, tokenize_examples
+from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 
 log = logging.getLogger(__name__)
 
@@ -152,21 +153,32 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
 
 def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, int]:
     """One optimizer step's forward/backward over this rank's share of `batch`; returns the global
-    token-mean loss and the global number of response tokens."""
+    token-mean loss and the global number of response tokens.
+
+    Every rank runs the same number of micro-batches, that of the largest share (`batch[rank::world]` sizes
+    differ by one when the batch does not split evenly, e.g. a final short batch): DDP all-reduces gradients
+    in each synchronised backward, so unequal counts would leave a rank waiting for a peer that never comes.
+    A rank whose share runs out runs a filler pack with every label ignored (zero loss, zero gradient)."""
     mine = batch[ctx.rank::ctx.world_size]
     labels_all = torch.tensor([p.labels[1:] for p in mine]) if mine else torch.zeros(0, 1, dtype=torch.long)
     n_local = int((labels_all != -100).sum())
     n_global = dist_utils.all_reduce_sum(n_local, ctx)
+    n_micro = math.ceil(math.ceil(len(batch) / ctx.world_size) / cfg.micro_batch_size)
+    filler = [Pack(batch[0].input_ids, [IGNORE] * len(batch[0].labels), batch[0].position_ids, batch[0].segments)]
     total_loss = 0.0
-    for i in range(0, len(mine), cfg.micro_batch_size):
-        t = {k: v.to(ctx.device) for k, v in collate(mine[i:i + cfg.micro_batch_size]).items()}
-        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"],
-                           position_ids=t["position_ids"]).logits
-        nll = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
-            ignore_index=-100, reduction="sum")
-        # DDP averages gradients over ranks; scale by world size so the result is the global token mean
-        (nll * ctx.world_size / max(1, n_global)).backward()
+    for i in range(n_micro):
+        packs = mine[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] or filler
+        t = {k: v.to(ctx.device) for k, v in collate(packs).items()}
+        # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
+        sync = ctx.world_size == 1 or i == n_micro - 1
+        with contextlib.nullcontext() if sync else model.no_sync():
+            with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"],
+                               position_ids=t["position_ids"]).logits
+            nll = torch.nn.functional.cross_entropy(
+                logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
+                ignore_index=-100, reduction="sum")
+            # DDP averages gradients over ranks; scale by world size so the result is the global token mean
+            (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()
     return dist_utils.all_reduce_sum(total_loss, ctx) / max(1, n_global), n_global

@@ -1,10 +1,16 @@
 import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tasks.models.factory import init_model
 from tasks.training.sft import SFTConfig, latest_checkpoint, train_sft
-from tasks.training.sft_data import IGNORE, Example, collate, pack_examples
+from tasks.training.sft_data import IGNORE, Example, collate, load_sft_rows, pack_examples, tokenize_examples
 
 pytestmark = pytest.mark.slow  # trains or samples a real (tiny) model
 
@@ -63,3 +69,41 @@ def test_resume_continues_the_same_curve(setup, tmp_path):
     assert resumed.steps == 6
     assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
     assert len(resumed.losses) == 6
+
+
+def test_two_processes_with_an_uneven_final_batch_match_one(setup, prefect_server, tmp_path):
+    """`klear sft --nproc 2` (torchrun, gloo on CPU) whose final global batch does not split evenly: the
+    ranks' shares need different micro-batch counts, and DDP's gradient all-reduce would wait forever for the
+    rank that has fewer. It must finish, and the loss (a global token mean) must equal a one-process run."""
+    from transformers import AutoTokenizer
+
+    model, data, _ = setup
+    cfg = SFTConfig(epochs=1, batch_size=7, micro_batch_size=2, seq_len=64, save_every=1000)
+    tok = AutoTokenizer.from_pretrained(model)
+    examples = tokenize_examples(load_sft_rows(data).rows, tok)
+    n_packs = len(pack_examples(examples, cfg.seq_len, tok.pad_token_id, cfg.seed, 0)[0])
+    last = n_packs % cfg.batch_size
+    micro = [math.ceil(len(range(r, last, 2)) / cfg.micro_batch_size) for r in (0, 1)]
+    assert last and micro[0] != micro[1], (n_packs, micro)  # the case under test
+
+    one = train_sft(model, data, str(tmp_path / "one"), cfg)
+    args = ["sft", "--model", model, "--data", data, "--out", str(tmp_path / "two"), "--epochs", "1",
+            "--batch-size", "7", "--micro-batch-size", "2", "--seq-len", "64", "--save-every", "1000",
+            "--seed", "0", "--nproc", "2"]
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}  # the session's server: no ephemeral one
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=Path(__file__).resolve().parents[2],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group: a stall kills torchrun's ranks too
+    try:
+        _, err = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"klear sft --nproc 2 did not finish within 420 s (stalled ranks?)\n{err[-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads((tmp_path / "two" / "sft_config.json").read_text())["world_size"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, one.steps + 1))
+    assert [r["loss"] for r in rows] == pytest.approx(one.losses, rel=1e-5)
