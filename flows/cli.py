@@ -302,6 +302,13 @@ def _rl_config(**kw):
     for flag in ("steps", "prompts_per_step", "rollouts_per_prompt", "mini_batches"):
         if kw[flag] < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be at least 1")
+    if "domains" in kw:
+        from tasks.grading.registry import GRADERS
+
+        kw["domains"] = tuple(d.strip() for d in kw["domains"].split(",") if d.strip())
+        unknown = [d for d in kw["domains"] if d not in GRADERS]
+        if unknown or not kw["domains"]:
+            raise UserError(f"--domains: expected a comma-separated subset of {', '.join(sorted(GRADERS))}")
     return RLConfig(**kw)
 
 
@@ -334,6 +341,7 @@ def rl(
     eval_benchmark: Optional[str] = typer.Option(None, "--eval-benchmark", help="Held-out canonical file evaluated during training"),
     eval_every: int = typer.Option(0, "--eval-every"),
     backend: str = typer.Option("hf", "--backend", help="Rollout engine: hf (CPU/GPU) or vllm (GPU, weights synced in place)"),
+    domains: str = typer.Option("math,code", "--domains", help="Problem domains to train on (comma-separated)"),
     seed: int = typer.Option(0, "--seed"),
     resume: bool = typer.Option(False, "--resume"),
 ) -> None:
@@ -342,7 +350,8 @@ def rl(
     _check_data(data)
     cfg = _rl_config(loss=loss, steps=steps, prompts_per_step=prompts_per_step, rollouts_per_prompt=rollouts_per_prompt,
                      mini_batches=mini_batches, lr=lr, sft_alpha=sft_alpha, max_tokens=max_tokens,
-                     eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend, seed=seed)
+                     eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend, seed=seed,
+                     domains=domains)
     quiet_prefect_defaults()
     from flows.rl import rl as rl_flow
 
@@ -370,6 +379,7 @@ def ablate(
     eval_every: int = typer.Option(0, "--eval-every", help="Default: steps/4"),
     eval_k: int = typer.Option(4, "--eval-k"),
     max_tokens: int = typer.Option(256, "--max-tokens"),
+    domains: str = typer.Option("math,code", "--domains", help="Problem domains to train on (comma-separated)"),
 ) -> None:
     """Compare policy losses on equal data and seeds: final and best held-out avg@k per loss."""
     _check_model_dir("--model", model)
@@ -386,7 +396,7 @@ def ablate(
     for name in names:
         base = _rl_config(loss=name, steps=steps, prompts_per_step=prompts_per_step,
                           rollouts_per_prompt=rollouts_per_prompt, mini_batches=mini_batches, lr=lr,
-                          max_tokens=max_tokens, eval_every=eval_every, eval_k=eval_k)
+                          max_tokens=max_tokens, eval_every=eval_every, eval_k=eval_k, domains=domains)
     quiet_prefect_defaults()
     from flows.rl import ablate as ablate_flow
 

@@ -57,3 +57,27 @@ def test_curate_prints_summary_and_reruns_identically(tmp_path):
     r2 = run(args, tmp_path)
     assert r2.returncode == 0, r2.stderr
     assert r1.stdout == r2.stdout
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--domains", "math,poetry"], "--domains: expected a comma-separated subset of code, math"),
+    (["--loss", "ppo2"], "--loss 'ppo2': unknown policy loss (known: cispo, gppo, grpo)"),
+])
+def test_rl_flag_errors_are_one_line(extra, msg, tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    r = run(["rl", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"), *extra], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
+
+
+def test_data_pinned_to_a_missing_store_version_is_named(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (tmp_path / "store").mkdir()
+    r = run(["sft", "--model", str(model), "--data", f"{tmp_path}/store#ds-0000", "--out", str(tmp_path / "o")], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"klear: error: --data {tmp_path}/store#ds-0000: store {tmp_path}/store has no dataset version 'ds-0000'"
