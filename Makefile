@@ -44,3 +44,9 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) klear-store .pytest_cache
+
+# The compose stack (Prefect server on Postgres, Dask scheduler + 2 sandbox workers, a klear-cpu worker):
+# images from Debian packages (scripts/compose/images.py, no registry), then `docker-compose up -d`.
+.PHONY: compose
+compose: sandbox-image
+	@PY=$(PY) bash scripts/compose/up.sh
