@@ -206,7 +206,7 @@ def build_app(client, force: bool) -> str:
               "mkdir -p /data\n")  # PREFECT_HOME and the store live under /data (a volume on the worker)
     contents = tuple(k.encode() + b"\0" + v for k, v in entries.items()) + (json.dumps(modes, sort_keys=True),)
     return derive(client, DEPS, APP, script, inputs=contents, files=tar_of(entries, modes), force=force,
-                  changes=[f"WORKDIR {SRC_IN_IMAGE}"])
+                  changes=[f"WORKDIR {SRC_IN_IMAGE}", 'CMD ["python3"]'])  # not the build script
 
 
 def build_postgres(client, force: bool) -> str:
