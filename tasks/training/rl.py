@@ -7,8 +7,9 @@ batch, as the paper) with
 
     L = policy_loss(loss, logp, old_logp, Â, mask)  +  α · NLL(correct rollouts)     (α = 0.1)
 
-old_logp is the rollout policy's log-prob (recomputed by a forward pass before the first update, so it
-matches training numerics). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
+old_logp is the rollout policy's log-prob (recomputed by a no-grad forward pass before the first update
+for every mini-batch but the first, which trains on the unchanged policy and takes it from its own pass,
+so it matches training numerics). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
 The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, whose weights are pushed in
 place after every optimizer step (tasks/generation/vllm_backend.py).
 """
@@ -206,12 +207,8 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
                 "clip_frac_high": 0.0, "ratio_mean": 1.0}
     random.Random(cfg.seed * 31 + step).shuffle(train)
     model.train()
-    old_flat = []  # behaviour log-probs per rollout, before any update of this step
-    with torch.no_grad():
-        for chunk in _chunks(train, cfg.micro_batch_size):
-            lp, _, _ = _logprobs(model, chunk, device)
-            old_flat += [lp[i, :len(r.response_ids)] for i, (r, _) in enumerate(chunk)]
     size = -(-len(train) // cfg.mini_batches)
+    old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device)
     agg: dict[str, list[float]] = {}
     for m in range(0, len(train), size):
         mb, mb_old = train[m:m + size], old_flat[m:m + size]
@@ -221,7 +218,10 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
         for i in range(0, len(mb), cfg.micro_batch_size):
             chunk, chunk_old = mb[i:i + cfg.micro_batch_size], mb_old[i:i + cfg.micro_batch_size]
             logp, mask, ent = _logprobs(model, chunk, device)
-            old_t = torch.nn.utils.rnn.pad_sequence(chunk_old, batch_first=True)
+            if m == 0:  # the policy is still the behaviour policy: this pass is its log-prob
+                old_t = logp.detach()
+            else:
+                old_t = torch.nn.utils.rnn.pad_sequence(chunk_old, batch_first=True)
             adv_t = torch.tensor([a for _, a in chunk], device=device)
             loss, mets = policy_loss(cfg.loss, logp, old_t, adv_t, mask, cfg.eps_low, cfg.eps_high,
                                      num_tokens=n_tok, beta1=cfg.beta1, beta2=cfg.beta2, dual_clip=cfg.dual_clip)
@@ -244,6 +244,21 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
 
 def _chunks(xs, n):
     return [xs[i:i + n] for i in range(0, len(xs), n)]
+
+
+def _behaviour_logprobs(model, train, size: int, micro: int, device) -> list[torch.Tensor | None]:
+    """log π_old per rollout for every mini-batch of `size` after the first (None for the first), by one
+    no-grad pass before any update of this step. The first mini-batch needs none: it trains on the
+    unchanged policy, so its own forward pass gives π_old exactly (TRL skips the pass the same way when
+    on-policy). Chunked as training chunks each mini-batch, so π_old has training's numerics exactly
+    (another padding width can move a log-prob by ~1e-5)."""
+    old: list[torch.Tensor | None] = [None] * min(size, len(train))
+    with torch.no_grad():
+        for m in range(size, len(train), size):
+            for chunk in _chunks(train[m:m + size], micro):
+                lp, _, _ = _logprobs(model, chunk, device)
+                old += [lp[i, :len(r.response_ids)] for i, (r, _) in enumerate(chunk)]
+    return old
 
 
 def _logprobs(model, chunk, device) -> tuple[torch.Tensor, torch.Tensor, float]:

@@ -51,3 +51,27 @@ def test_kill_and_resume_gives_the_same_continuation(sft_model, tmp_path):
     flat = lambda res: [r[k] for r in res["metrics"] for k in keys]  # noqa: E731
     assert len(resumed["metrics"]) == 4
     assert flat(resumed) == pytest.approx(flat(full), rel=1e-5)
+
+
+
+def test_behaviour_logprobs_have_training_numerics(sft_model):
+    """π_old is the behaviour policy's log-prob, rollout by rollout, with the training pass's numerics: with
+    a learning rate too small to move any fp32 weight, π/π_old is exactly 1 in both mini-batches (the first
+    reuses its own training pass, the second gets π_old from the no-grad pass before the first update)."""
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training.rl import Rollout, _update
+
+    model = AutoModelForCausalLM.from_pretrained(sft_model[0], dtype=torch.float32)
+    rng, vocab = random.Random(0), model.config.vocab_size
+    rollouts = [Rollout(i // 4, "math", [rng.randrange(1, vocab) for _ in range(rng.randint(5, 60))],
+                        [rng.randrange(1, vocab) for _ in range(rng.randint(1, 200))], float(i % 2), False, False)
+                for i in range(16)]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-30)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    values = _update(model, opt, sched, rollouts, RLConfig(mini_batches=2, micro_batch_size=32), torch.device("cpu"), 0)
+    assert values["trained_rollouts"] == 16
+    assert (values["ratio_mean"], values["clip_frac_low"], values["clip_frac_high"]) == (1.0, 0.0, 0.0)
