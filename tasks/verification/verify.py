@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import math
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -34,10 +35,11 @@ class VerifyError(RuntimeError):
 class VerifyConfig:
     workers: int = 2  # LocalCluster workers (one sandbox container each): one per core
     threads_per_worker: int = 1  # containers per worker: a worker thread waits on its container, not the CPU
-    processes: bool = False  # LocalCluster workers as threads of this process: the host side of judging is
-    #   I/O-bound (≈ 0.7 ms CPU per row; programs run in the containers), while spawning worker processes
-    #   costs ≈ 3 s of start-up, more than a few hundred rows take. True: one process per worker, so a
-    #   crash in the host-side judge costs a worker, not the run (and for very many workers)
+    processes: bool = False  # LocalCluster workers as threads of this process, sharing one pool that warms
+    #   while Dask starts: the host side of judging is I/O-bound (≈ 0.7 ms CPU per row; programs run in
+    #   the containers), while spawning worker processes costs seconds of start-up (≈ 2-4 s here), more
+    #   than a few hundred rows take. True: one process (and pool) per worker, so a crash in the
+    #   host-side judge costs a worker, not the run (and for very many workers)
     dask_address: str | None = None  # an existing scheduler ("tcp://host:8786"); None starts a LocalCluster
     executor: str = "dask"  # "dask", or "threads": a pool in this process (tests, rewards inside a trainer)
     chunk_size: int = 8  # rows per Dask task: amortises scheduling (≈ 1 ms/task) over several submissions
@@ -58,11 +60,12 @@ def _safe_verify(row, pool, judge: JudgeConfig) -> dict:
                           {"reason": f"internal error: {type(exc).__name__}: {exc}"})
 
 
-def verify_chunk(rows: list[dict], judge: JudgeConfig, pool: PoolConfig) -> list[dict]:
-    """The Dask task: judge a few rows on this process's warm pool."""
+def verify_chunk(rows: list[dict], judge: JudgeConfig, pool: PoolConfig, owner: str | None = None) -> list[dict]:
+    """The Dask task: judge a few rows on a warm pool (this worker's, or with `owner` the run's pool in
+    this process, which the threads of a threads-only LocalCluster share)."""
     from tasks.verification.worker import get_pool
 
-    sandbox = get_pool(pool)
+    sandbox = get_pool(pool, owner=owner)
     return [_safe_verify(row, sandbox, judge) for row in rows]
 
 
@@ -85,22 +88,24 @@ def _run_threads(rows, todo, config, results, tick) -> None:
             tick(1)
 
 
-def _connect(config: VerifyConfig):
-    """(client, cluster or None). The sandbox plugin warms each worker's containers as it starts."""
+def _connect(config: VerifyConfig, warm: bool):
+    """(client, cluster or None). With `warm`, a plugin warms each worker's own containers as it starts."""
     from distributed import Client, LocalCluster
 
     from tasks.verification.worker import SandboxPlugin
 
+    plugins = {SandboxPlugin(config.pool)} if warm else set()
     if config.dask_address:
         try:
             client = Client(config.dask_address, timeout="15s")
         except Exception as exc:
             raise VerifyError(f"--dask {config.dask_address}: cannot reach the scheduler ({exc})") from None
-        client.register_plugin(SandboxPlugin(config.pool))
+        for plugin in plugins:
+            client.register_plugin(plugin)
         return client, None
     cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
                            processes=config.processes, dashboard_address=None, silence_logs=logging.ERROR,
-                           plugins={SandboxPlugin(config.pool)})
+                           plugins=plugins)
     return Client(cluster), cluster
 
 
@@ -113,38 +118,69 @@ def _check_image(config: VerifyConfig) -> None:
         raise VerifyError(f"sandbox image: {exc}") from None
 
 
-def _run_dask(rows, todo, config, results, tick) -> None:
-    from distributed import as_completed
+def _warm_run_pool(pool: PoolConfig, owner: str) -> None:
+    from tasks.verification.worker import get_pool
 
-    image = None
-    if config.dask_address is None:  # workers on this host: build the image once, here, while the
-        #   cluster starts (a worker that gets there first waits on the build lock, it never builds twice)
-        ex = ThreadPoolExecutor(1, thread_name_prefix="klear-image")
-        image = ex.submit(_check_image, config)
-        ex.shutdown(wait=False)  # the check still runs; nothing else will be submitted
-    client, cluster = _connect(config)
     try:
-        if image is not None:
-            image.result()  # no image, no engine: VerifyError (and the cluster closes below)
-        workers = config.workers if cluster else max(1, len(client.scheduler_info().get("workers", {})))
-        per_task = max(1, min(config.chunk_size, math.ceil(len(todo) / (4 * workers))))
-        chunks = _chunks(todo, per_task)
-        futures = client.map(verify_chunk, [[rows[i] for i in c] for c in chunks], judge=config.judge,
-                             pool=config.pool, pure=False, retries=1)
-        which = {f.key: c for f, c in zip(futures, chunks)}
-        for fut in as_completed(futures):
-            chunk = which[fut.key]
-            try:
-                out = fut.result()
-            except Exception as exc:  # the task failed on every try (e.g. its workers kept dying)
-                out = _lost([rows[i] for i in chunk], f"task failed: {type(exc).__name__}: {exc}")
-            for i, res in zip(chunk, out):
-                results[i] = res
-            tick(len(chunk))
+        get_pool(pool, owner=owner)
+    except Exception as exc:
+        raise VerifyError(f"sandbox: {exc}") from None
+
+
+def _in_background(fn, *args):
+    ex = ThreadPoolExecutor(1, thread_name_prefix="klear-verify-start")
+    future = ex.submit(fn, *args)
+    ex.shutdown(wait=False)  # the job still runs; nothing else will be submitted
+    return future
+
+
+def _run_dask(rows, todo, config, results, tick) -> None:
+    from tasks.verification.worker import close_pools
+
+    pool, owner, started = config.pool, None, None
+    if config.dask_address is None and not config.processes:
+        # The workers will be threads of this process: they share one pool for this run, whose
+        # containers come up while Dask is imported and started (the image is checked on the way).
+        pool = dataclasses.replace(config.pool, size=config.workers * config.threads_per_worker)
+        owner = f"verify-{uuid.uuid4().hex[:12]}"
+        started = _in_background(_warm_run_pool, pool, owner)
+    elif config.dask_address is None:  # worker processes on this host: build the image once, here,
+        #   while the cluster starts (a worker that gets there first waits on the build lock)
+        started = _in_background(_check_image, config)
+    try:
+        from distributed import as_completed
+
+        client, cluster = _connect(config, warm=owner is None)
+        try:
+            if started is not None:
+                started.result()  # no image, no engine: VerifyError (and the cluster closes below)
+            workers = config.workers if cluster else max(1, len(client.scheduler_info().get("workers", {})))
+            per_task = max(1, min(config.chunk_size, math.ceil(len(todo) / (4 * workers))))
+            chunks = _chunks(todo, per_task)
+            futures = client.map(verify_chunk, [[rows[i] for i in c] for c in chunks], judge=config.judge,
+                                 pool=pool, owner=owner, pure=False, retries=1)
+            which = {f.key: c for f, c in zip(futures, chunks)}
+            for fut in as_completed(futures):
+                chunk = which[fut.key]
+                try:
+                    out = fut.result()
+                except Exception as exc:  # the task failed on every try (e.g. its workers kept dying)
+                    out = _lost([rows[i] for i in chunk], f"task failed: {type(exc).__name__}: {exc}")
+                for i, res in zip(chunk, out):
+                    results[i] = res
+                tick(len(chunk))
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        if owner is not None:
+            if started is not None:
+                try:
+                    started.result()  # a pool still starting must not be registered after the close
+                except Exception:
+                    pass
+            close_pools(owner)
 
 
 def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),

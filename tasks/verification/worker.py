@@ -1,11 +1,12 @@
-"""Warm sandbox pools, one per Dask worker (or one per process off a worker), created on first use.
+"""Warm sandbox pools: one per Dask worker, one per `klear verify` run whose workers are threads of
+this process, or one per process off Dask; created on first use.
 
 A worker's pool has one container per worker thread. `SandboxPlugin(pool_config)` starts warming it
 as the worker starts (in a background thread, so the containers come up while the cluster is still
-starting) and closes it at worker teardown. Workers that share a process (a threads-only LocalCluster)
-each get their own pool. If a worker is killed outright, its containers still go: each runner exits
-when its attach socket closes and the container removes itself (auto_remove); the reaper catches
-anything left.
+starting) and closes it at worker teardown. The workers of a threads-only LocalCluster share their
+run's pool instead (`owner=` the run), which verify_rows starts warming before Dask is even imported.
+If a worker is killed outright, its containers still go: each runner exits when its attach socket
+closes and the container removes itself (auto_remove); the reaper catches anything left.
 """
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ def _current_worker():
         return None
 
 
-def get_pool(config: PoolConfig, worker=None) -> SandboxPool:
-    """The pool for `config` of this Dask worker (sized to its threads), or of this process off a worker."""
-    worker = worker or _current_worker()
-    owner = None
-    if worker is not None:
-        config = dataclasses.replace(config, size=worker.state.nthreads)
-        owner = worker.id
+def get_pool(config: PoolConfig, worker=None, owner: str | None = None) -> SandboxPool:
+    """The started pool for `config`: with `owner`, this process's pool of that name (sized by config);
+    else this Dask worker's own (sized to its threads); else this process's."""
+    if owner is None:
+        worker = worker if worker is not None else _current_worker()
+        if worker is not None:
+            config = dataclasses.replace(config, size=worker.state.nthreads)
+            owner = worker.id
     key = (owner, config.key())
     with _lock:
         pool = _pools.get(key)
@@ -48,10 +50,10 @@ def get_pool(config: PoolConfig, worker=None) -> SandboxPool:
     return pool
 
 
-def close_pools(worker_id: str | None = None) -> None:
-    """Close every pool of this process, or only those of the worker with this id."""
+def close_pools(owner: str | None = None) -> None:
+    """Close every pool of this process, or only those of one owner (a worker's id, a run's name)."""
     with _lock:
-        keys = [k for k in _pools if worker_id is None or k[0] == worker_id]
+        keys = [k for k in _pools if owner is None or k[0] == owner]
         pools = [_pools.pop(k) for k in keys]
     for pool in pools:
         try:

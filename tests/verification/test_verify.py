@@ -91,9 +91,9 @@ def test_threads_on_real_sandboxes():
 
 
 @pytest.mark.docker
-def test_threads_local_cluster_gives_each_worker_its_own_container():
-    """The default LocalCluster runs its workers as threads of this process: two workers must still
-    mean two containers (one pool per worker, not one per process), and none may outlive the run."""
+def test_threads_local_cluster_gives_each_worker_a_container():
+    """The default LocalCluster runs its workers as threads of this process, sharing the run's pool:
+    two workers must still mean two containers, and none may outlive the run."""
     if not _docker_ok():
         pytest.skip("no Docker engine")
     import docker
@@ -123,8 +123,8 @@ def test_dask_worker_killed_mid_run_every_row_once():
     killed = []
     real_connect = verify_mod._connect
 
-    def connect(config):  # keep a handle on the client to find a worker's pid
-        client, cluster = real_connect(config)
+    def connect(config, **kw):  # keep a handle on the client to find a worker's pid
+        client, cluster = real_connect(config, **kw)
         killed.append(client)
         return client, cluster
 
