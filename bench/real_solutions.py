@@ -1,6 +1,7 @@
 """Real solutions through `klear verify`: references must be accepted, broken variants rejected.
 
     python bench/real_solutions.py --mbpp mbpp.jsonl --humaneval HumanEval.jsonl.gz [--workers 2] [--limit N]
+                                   [--hash-seeds K]
 
 Data (not in this repository; pass the paths):
 - MBPP (google-research/google-research `mbpp/mbpp.jsonl`, CC-BY-4.0): `code`, `test_list` (asserts),
@@ -25,8 +26,9 @@ function replaced by a wrong value of the same type, or another problem's soluti
 Ground truth comes from running the very same programs bare (`/usr/bin/python3`, no container; only the
 sandbox's CPU-time and address-space limits, so a runaway mutant cannot take the host down). A reference
 that fails bare is a data issue, listed with its error, not a correct solution; a mutant that passes
-bare survived the dataset's tests and is not counted as broken. Rows whose bare outcome changes with
-PYTHONHASHSEED (set/dict ordering) are reported as such. Then all rows go through the real CLI
+bare survived the dataset's tests and is not counted as broken. Every row where the sandbox and bare
+disagree is re-run bare under several PYTHONHASHSEEDs, and `--hash-seeds K` does that for every reference:
+rows whose outcome changes with the seed (set/dict ordering) are reported as such. Then all rows go through the real CLI
 (`klear verify IN --out OUT`: Dask LocalCluster, Docker sandbox) and every row whose verdict disagrees
 with the bare outcome is listed with both reasons. Results: bench/out/real_solutions.json.
 """
@@ -566,6 +568,9 @@ def main() -> None:
     ap.add_argument("--humaneval", help="HumanEval.jsonl[.gz] (openai/human-eval data/HumanEval.jsonl.gz)")
     ap.add_argument("--limit", type=int, default=None, help="first N problems of each dataset")
     ap.add_argument("--workers", type=int, default=2, help="klear verify --workers, and the bare runs' parallelism")
+    ap.add_argument("--hash-seeds", type=int, default=0,
+                    help="also run every reference's assert form bare under PYTHONHASHSEED=0..K-1 and list "
+                         "those whose outcome changes (set/dict ordering)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "real_solutions.json"))
     args = ap.parse_args()
     if not (args.mbpp or args.humaneval):
@@ -599,11 +604,19 @@ def main() -> None:
     suspects = [i for i, (c, r, b) in enumerate(zip(cases, results, bare))
                 if (r["verdict"] == "accepted") != (b["verdict"] == "accepted")
                 or (c.variant == "reference" and b["verdict"] != "accepted")]
+    if args.hash_seeds:
+        suspects = sorted(set(suspects) | {i for i, c in enumerate(cases)
+                                           if c.variant == "reference" and c.form == "assert"})
+    seeds = [str(k) for k in range(max(2, args.hash_seeds) if args.hash_seeds else 4)]
+
+    def by_seed(i: int) -> list[str]:
+        return [run_bare(cases[i], limits.time_limit_s, limits.memory, seed)["verdict"] for seed in seeds]
+
     flaky: dict[str, list[str]] = {}
-    for i in suspects:
-        seen = [run_bare(cases[i], limits.time_limit_s, limits.memory, seed)["verdict"] for seed in ("0", "1", "2", "3")]
-        if len(set(seen + [bare[i]["verdict"]])) > 1:
-            flaky[cases[i].row["id"]] = seen
+    with ThreadPoolExecutor(args.workers) as ex:
+        for i, seen in zip(suspects, ex.map(by_seed, suspects)):
+            if len(set(seen + [bare[i]["verdict"]])) > 1:
+                flaky[cases[i].row["id"]] = seen
     report = compare(cases, results, bare, flaky)
     report.update(problems=len(problems), rows=len(cases), bare_seconds=round(bare_s, 1),
                   cli_seconds=round(cli_s, 1), cli_summary=summary, hash_order_dependent=sorted(flaky))
