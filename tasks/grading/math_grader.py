@@ -36,6 +36,18 @@ def _verify(answer: str, text: str) -> bool:
     return bool(verify(gold, pred, timeout_seconds=None))
 
 
+def warm_up() -> None:
+    """Run in each new grading process before its first timed call (timeouts.py): math-verify's lazy
+    imports (sympy, the LaTeX grammar) take seconds on a loaded machine; inside the first call's deadline
+    they timed out, killed the pool and respawned it, over and over (640 answers: 89 s with 5 spurious
+    timeouts; with the warm-up 2-4 s, none)."""
+    _verify("1", "\\boxed{1}")
+
+
+def _verify_many(pairs: list[tuple[str, str]]) -> list[bool]:
+    return [_verify(answer, text) for answer, text in pairs]
+
+
 @dataclass
 class MathGrade:
     correct: bool
@@ -43,10 +55,17 @@ class MathGrade:
 
 
 class MathGrader:
-    """`grade(response, answer) -> MathGrade`; `timeout` seconds per call (default 5, as math-verify)."""
+    """`grade(response, answer) -> MathGrade`; `timeout` seconds per call (default 5, as math-verify).
 
-    def __init__(self, timeout: float = 5.0, workers: int = 1, **_):
+    `grade_batch` sends `chunk` items per round trip to the grading process (one round trip per item
+    costs more than grading a short answer). A chunk's deadline is `timeout + chunk_item_s` per item; a
+    chunk that misses it (some item hangs) is regraded item by item, each under `timeout`, so only the
+    hanging item is scored as a timeout."""
+
+    def __init__(self, timeout: float = 5.0, workers: int = 1, chunk: int = 32, chunk_item_s: float = 0.25, **_):
         self.timeout = timeout
+        self.chunk = max(1, chunk)
+        self.chunk_item_s = chunk_item_s
         self._pool = ProcessTimeoutPool(workers)
 
     def grade(self, response: str, answer: str) -> MathGrade:
@@ -56,13 +75,23 @@ class MathGrader:
             return MathGrade(False, timed_out=True)
 
     def grade_batch(self, items) -> list[Grade]:
-        out = []
-        for response, row in items:
+        out: list[Grade | None] = [None] * len(items)
+        todo = []
+        for i, (response, row) in enumerate(items):
             if row.get("answer") is None:
-                out.append(Grade(0.0, False, "no reference answer"))
-                continue
-            r = self.grade(response, str(row["answer"]))
-            out.append(Grade(float(r.correct), r.correct, "timeout" if r.timed_out else ""))
+                out[i] = Grade(0.0, False, "no reference answer")
+            else:
+                todo.append((i, str(row["answer"]), response))
+        for k in range(0, len(todo), self.chunk):
+            part = todo[k:k + self.chunk]
+            try:
+                verdicts = [MathGrade(ok) for ok in self._pool.call(
+                    _verify_many, [(a, final_text(r)) for _, a, r in part],
+                    timeout=self.timeout + self.chunk_item_s * len(part))]
+            except TimedOut:
+                verdicts = [self.grade(r, a) for _, a, r in part]
+            for (i, _, _), g in zip(part, verdicts):
+                out[i] = Grade(float(g.correct), g.correct, "timeout" if g.timed_out else "")
         return out
 
     def close(self) -> None:

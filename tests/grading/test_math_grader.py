@@ -74,3 +74,27 @@ def test_registry_builds_math_grader_and_rejects_unknown():
         g.close()
     with pytest.raises(ValueError, match="no grader for domain 'poetry'"):
         make_grader("poetry")
+
+
+def test_batch_in_chunks_matches_one_by_one_and_keeps_order():
+    items = [(f"<think>t</think>The answer is \\boxed{{{i % 3}}}.", {"answer": str(i % 2)}) for i in range(7)]
+    items.insert(3, ("\\boxed{1}", {"answer": None}))
+    g = MathGrader(timeout=20, chunk=3)
+    try:
+        got = g.grade_batch(items)
+        one_by_one = [g.grade(r, row["answer"]).correct for r, row in items if row["answer"] is not None]
+    finally:
+        g.close()
+    assert [x.correct for x in got] == one_by_one[:3] + [False] + one_by_one[3:]
+    assert got[3].detail == "no reference answer"
+    assert [x.correct for x in got] == [True, True, False, False, False, False, False, True]
+
+
+def test_a_chunk_past_its_deadline_is_regraded_item_by_item():
+    # a deadline no chunk can meet (negative) forces the one-by-one path; results are the same
+    items = [("\\boxed{2}", {"answer": "2"}), ("\\boxed{3}", {"answer": "2"})]
+    g = MathGrader(timeout=20, chunk=2, chunk_item_s=-10.0)
+    try:
+        assert [x.correct for x in g.grade_batch(items)] == [True, False]
+    finally:
+        g.close()
