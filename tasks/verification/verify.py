@@ -134,6 +134,21 @@ def _in_background(fn, *args):
     return future
 
 
+SANDBOX_RESOURCE = "sandbox"  # Dask worker resource advertised by workers that can run sandbox containers
+
+
+def sandbox_placement(scheduler_info: dict) -> tuple[dict | None, int]:
+    """Where sandbox tasks may run on an existing cluster: when any worker advertises the `sandbox`
+    resource (`dask worker --resources sandbox=1`, as the compose stack's workers do), tasks require one
+    unit of it, so they land only on workers with a Docker engine; otherwise any worker may take them.
+    Returns (resources for `client.map` or None, number of eligible workers, at least 1)."""
+    workers = scheduler_info.get("workers", {}).values()
+    able = [w for w in workers if (w.get("resources") or {}).get(SANDBOX_RESOURCE, 0) >= 1]
+    if able:
+        return {SANDBOX_RESOURCE: 1}, len(able)
+    return None, max(1, len(workers))
+
+
 def _run_dask(rows, todo, config, results, tick) -> None:
     from tasks.verification.worker import close_pools
 
@@ -154,11 +169,11 @@ def _run_dask(rows, todo, config, results, tick) -> None:
         try:
             if started is not None:
                 started.result()  # no image, no engine: VerifyError (and the cluster closes below)
-            workers = config.workers if cluster else max(1, len(client.scheduler_info().get("workers", {})))
+            resources, workers = (None, config.workers) if cluster else sandbox_placement(client.scheduler_info())
             per_task = max(1, min(config.chunk_size, math.ceil(len(todo) / (4 * workers))))
             chunks = _chunks(todo, per_task)
             futures = client.map(verify_chunk, [[rows[i] for i in c] for c in chunks], judge=config.judge,
-                                 pool=pool, owner=owner, pure=False, retries=1)
+                                 pool=pool, owner=owner, pure=False, retries=1, resources=resources)
             which = {f.key: c for f, c in zip(futures, chunks)}
             for fut in as_completed(futures):
                 chunk = which[fut.key]
