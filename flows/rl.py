@@ -9,7 +9,7 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from storage.keys import hash_json, short_id
-from storage.store import Store
+from storage.store import Store, store_of
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
@@ -18,7 +18,7 @@ from tasks.training.rl import RLConfig
 def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: bool = False,
        store: str | None = None) -> dict:
     """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file)."""
-    store = store or (data if Path(data).is_dir() else None)
+    store = store or store_of(data)
     return rl_train_task(model, data, out, config, resume, store)
 
 
@@ -27,7 +27,7 @@ def ablate(model: str, data: str, out: str, benchmark: str, losses: list[str] = 
            seeds: list[int] = [1, 2], config: RLConfig = RLConfig(), store: str | None = None) -> list[dict]:
     """Train one RL run per (loss, seed) from the same model and data, evaluating held-out avg@k every
     `config.eval_every` steps; report final and best avg@k per loss (mean over seeds)."""
-    store = store or (data if Path(data).is_dir() else None)
+    store = store or store_of(data)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
     ablation = short_id("ab", hash_json({"model": model, "data": data, "benchmark": benchmark, "losses": losses,
                                          "seeds": seeds, "config": cfg.__dict__}))

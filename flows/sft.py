@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from storage.store import store_of
 from tasks.training.prefect_tasks import sft_train_task
 from tasks.training.sft import SFTConfig
 
@@ -13,7 +14,5 @@ def sft(model: str, data: str, out: str, config: SFTConfig = SFTConfig(), resume
     """Fine-tune `model` on `data` (a store, or a canonical .jsonl/.parquet) into `out`.
     `nproc` > 1 launches torchrun over that many local processes. When `data` is a store (or `store` is
     given) the checkpoint is registered in its catalog with lineage."""
-    from pathlib import Path
-
-    store = store or (data if Path(data).is_dir() else None)
+    store = store or store_of(data)
     return sft_train_task(model, data, out, config, resume, store, nproc)

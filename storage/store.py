@@ -33,6 +33,12 @@ def resolve_store(root: str | None = None) -> str:
     return root or os.environ.get("KLEAR_STORE") or DEFAULT_STORE
 
 
+def store_of(data: str) -> str | None:
+    """The store a training `--data` value names: a store directory or `STORE#VERSION`; None for a file."""
+    root = data.partition("#")[0]
+    return root if Path(root).is_dir() else None
+
+
 @dataclass
 class DatasetVersion:
     id: str

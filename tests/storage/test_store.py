@@ -68,3 +68,14 @@ def test_parquet_is_zstd(tmp_path):
 
 def test_hash_json_is_order_independent():
     assert hash_json({"a": 1, "b": [1, 2]}) == hash_json({"b": [1, 2], "a": 1})
+
+
+def test_store_of_a_data_argument(tmp_path):
+    from storage.store import store_of
+
+    (tmp_path / "s").mkdir()
+    f = tmp_path / "rows.jsonl"
+    f.write_text("{}\n")
+    assert store_of(str(tmp_path / "s")) == str(tmp_path / "s")
+    assert store_of(f"{tmp_path}/s#ds-0123") == f"{tmp_path}/s"
+    assert store_of(str(f)) is None
