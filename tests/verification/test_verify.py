@@ -43,6 +43,18 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
     assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+def test_worker_side_imports_stay_light():
+    """A Dask worker unpickling verify_chunk imports tasks.verification.verify: not the file readers
+    (pyarrow, fsspec) nor any model code, which would add to every worker's start-up."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tasks.verification.verify; "
+            "print(sorted(m for m in ('pyarrow', 'fsspec', 'torch', 'transformers', 'prefect') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_unknown_executor():
     with pytest.raises(ValueError, match="executor"):
         verify_rows([{"id": 1}], VerifyConfig(executor="nope"))
