@@ -500,6 +500,17 @@ def run_bare(case: Case, cpu_s: float, memory: int, hash_seed: str | None = None
     return {"verdict": "accepted"}
 
 
+def test_cpu_seconds(case: Case, cpu_s: float, memory: int) -> float:
+    """The most CPU time one of the case's tests takes bare (run one at a time: children's rusage)."""
+    most = 0.0
+    for test in case.bare:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run_bare_test(test, case.form, cpu_s, memory, None)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        most = max(most, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return round(most, 2)
+
+
 # ------------------------------------------------------------------------------------- the CLI
 def run_cli(rows: list[dict], workers: int, max_tests: int, work: Path) -> tuple[list[dict], float, str]:
     klear = Path(sys.executable).parent / "klear"
@@ -519,12 +530,15 @@ def _why(result: dict) -> str:
     return str(d.get("message") or d.get("reason") or "")[:300]
 
 
-def compare(cases: list[Case], results: list[dict], bare: list[dict], flaky: dict[str, list[str]]) -> dict:
-    """Tally sandbox verdicts against bare outcomes; every disagreement listed with both reasons."""
+def compare(cases: list[Case], results: list[dict], bare: list[dict], flaky: dict[str, dict]) -> dict:
+    """Tally sandbox verdicts against bare outcomes; every disagreement listed with both reasons.
+
+    Not counted, but listed: references that fail bare or are unstable (`flaky`: near the CPU limit, or
+    following PYTHONHASHSEED) are data issues; mutants that pass bare survived the dataset's tests."""
     report: dict = {"reference": collections.Counter(), "broken": collections.Counter(),
                     "verdicts": {"reference": collections.Counter(), "broken": collections.Counter()},
                     "by_form": collections.defaultdict(collections.Counter), "data_issues": [],
-                    "survived_mutants": [], "disagreements": [], "verdict_kind_differs": []}
+                    "unstable_mutants": [], "survived_mutants": [], "disagreements": [], "verdict_kind_differs": []}
     for case, res, b in zip(cases, results, bare):
         assert res["id"] == case.row["id"], (res["id"], case.row["id"])
         ref = case.variant == "reference"
@@ -532,18 +546,23 @@ def compare(cases: list[Case], results: list[dict], bare: list[dict], flaky: dic
         report["verdicts"][side][res["verdict"]] += 1
         entry = {"id": case.row["id"], "sandbox": res["verdict"], "sandbox_why": _why(res),
                  "bare": b["verdict"], "bare_why": b.get("why", "")}
-        if case.row["id"] in flaky:
-            entry["bare_by_hash_seed"] = flaky[case.row["id"]]
-        if ref and b["verdict"] != "accepted":
+        unstable = flaky.get(case.row["id"])
+        if unstable:
+            entry["unstable"] = unstable["why"]
+        if ref and (unstable or b["verdict"] != "accepted"):
             report["data_issues"].append(entry)
             report["reference"]["data_issue"] += 1
-            if res["verdict"] == "accepted" and case.row["id"] not in flaky:
+            if res["verdict"] == "accepted" and not unstable:
                 report["disagreements"].append({**entry, "kind": "reference fails bare, accepted in the sandbox"})
+            continue
+        if not ref and unstable:
+            report["unstable_mutants"].append(entry)
+            report["broken"]["unstable"] += 1
             continue
         if not ref and b["verdict"] == "accepted":
             report["survived_mutants"].append(entry)
             report["broken"]["survived"] += 1
-            if res["verdict"] != "accepted" and case.row["id"] not in flaky:
+            if res["verdict"] != "accepted":
                 report["disagreements"].append({**entry, "kind": "mutant passes bare, rejected in the sandbox"})
             continue
         key = f"{side}:{case.form}"
@@ -612,14 +631,28 @@ def main() -> None:
     def by_seed(i: int) -> list[str]:
         return [run_bare(cases[i], limits.time_limit_s, limits.memory, seed)["verdict"] for seed in seeds]
 
-    flaky: dict[str, list[str]] = {}
+    outcomes: dict[int, list[str]] = {}
     with ThreadPoolExecutor(args.workers) as ex:
         for i, seen in zip(suspects, ex.map(by_seed, suspects)):
-            if len(set(seen + [bare[i]["verdict"]])) > 1:
-                flaky[cases[i].row["id"]] = seen
+            outcomes[i] = seen
+    # Which of them are unstable, and why: a program near the CPU limit passes or not with the host's
+    # load (bare and in the sandbox alike); one whose outcome follows PYTHONHASHSEED depends on set or
+    # dict ordering. Either way the dataset, not the sandbox, decides the verdict.
+    flaky: dict[str, dict] = {}
+    for i, seen in outcomes.items():
+        disagree = (results[i]["verdict"] == "accepted") != (bare[i]["verdict"] == "accepted")
+        varies = len(set(seen + [bare[i]["verdict"]])) > 1
+        if not (disagree or varies or cases[i].variant == "reference" and bare[i]["verdict"] != "accepted"):
+            continue
+        cpu = test_cpu_seconds(cases[i], limits.time_limit_s, limits.memory)
+        if cpu >= 0.75 * limits.time_limit_s:
+            flaky[cases[i].row["id"]] = {"why": f"needs {cpu}s CPU in one test (limit {limits.time_limit_s}s)",
+                                         "bare_by_hash_seed": seen}
+        elif varies:
+            flaky[cases[i].row["id"]] = {"why": "outcome changes with PYTHONHASHSEED", "bare_by_hash_seed": seen}
     report = compare(cases, results, bare, flaky)
     report.update(problems=len(problems), rows=len(cases), bare_seconds=round(bare_s, 1),
-                  cli_seconds=round(cli_s, 1), cli_summary=summary, hash_order_dependent=sorted(flaky))
+                  cli_seconds=round(cli_s, 1), cli_summary=summary, unstable=flaky)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     print_report(report)
@@ -628,18 +661,17 @@ def main() -> None:
 def print_report(r: dict) -> None:
     ref, brk = r["reference"], r["broken"]
     print(f"\nreferences: {ref['accepted']}/{ref['total']} accepted "
-          f"(+{ref['data_issue']} that fail their own tests bare: data issues)")
+          f"(+{ref['data_issue']} data issues: failing their own tests bare, or unstable)")
     print(f"broken:     {brk['rejected']}/{brk['total']} rejected "
-          f"(+{brk['survived']} mutants that pass the tests bare too: not counted)")
+          f"(+{brk['survived']} mutants that pass the tests bare too, +{brk['unstable']} unstable: not counted)")
     for key, c in sorted(r["by_form"].items()):
         good = c.get("accepted", c.get("rejected", 0))
         print(f"  {key:18} {good}/{c['total']}")
     print("verdicts:", {k: dict(v) for k, v in r["verdicts"].items()})
-    if r["hash_order_dependent"]:
-        print(f"depends on hash order (PYTHONHASHSEED): {', '.join(r['hash_order_dependent'])}")
-    print(f"\ndata issues ({len(r['data_issues'])}): references that fail bare; sandbox verdict alongside")
-    for e in r["data_issues"]:
-        print(f"  {e['id']}: bare {e['bare']} ({e['bare_why'][:120]}); sandbox {e['sandbox']}")
+    print(f"\ndata issues ({len(r['data_issues'])}): references that fail bare or are unstable; sandbox verdict alongside")
+    for e in r["data_issues"] + r["unstable_mutants"]:
+        why = f"; unstable: {e['unstable']}" if "unstable" in e else ""
+        print(f"  {e['id']}: bare {e['bare']} ({e['bare_why'][:120]}); sandbox {e['sandbox']}{why}")
     print(f"\ndisagreements ({len(r['disagreements'])}):")
     for e in r["disagreements"]:
         print(f"  {e['id']} [{e['kind']}]: sandbox {e['sandbox']} ({e['sandbox_why'][:150]}); "
