@@ -645,7 +645,8 @@ def main() -> None:
         if not (disagree or varies or cases[i].variant == "reference" and bare[i]["verdict"] != "accepted"):
             continue
         cpu = test_cpu_seconds(cases[i], limits.time_limit_s, limits.memory)
-        if cpu >= 0.75 * limits.time_limit_s:
+        if cpu >= 0.5 * limits.time_limit_s:  # CPU time itself varies with the host's load: mbpp/123's
+            #   slow test measured 3.0-4.3 s here against the 4 s limit
             flaky[cases[i].row["id"]] = {"why": f"needs {cpu}s CPU in one test (limit {limits.time_limit_s}s)",
                                          "bare_by_hash_seed": seen}
         elif varies:
