@@ -100,8 +100,9 @@ def _connect(config: VerifyConfig, warm: bool):
             client = Client(config.dask_address, timeout="15s")
         except Exception as exc:
             raise VerifyError(f"--dask {config.dask_address}: cannot reach the scheduler ({exc})") from None
-        for plugin in plugins:
-            client.register_plugin(plugin)
+        if warm:  # only the workers that will get sandbox tasks warm containers (see sandbox_placement)
+            resources, _ = sandbox_placement(client.scheduler_info())
+            client.register_plugin(SandboxPlugin(config.pool, resource=SANDBOX_RESOURCE if resources else None))
         return client, None
     cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
                            processes=config.processes, dashboard_address=None, silence_logs=logging.ERROR,

@@ -78,12 +78,15 @@ class SandboxPlugin(WorkerPlugin):
 
     name = "klear-sandbox"
 
-    def __init__(self, pool: PoolConfig | None = None):
+    def __init__(self, pool: PoolConfig | None = None, resource: str | None = None):
         self.pool = pool
+        self.resource = resource  # warm only on workers advertising this resource (the ones that get tasks)
         self._warming: dict[str, threading.Thread] = {}
 
     def setup(self, worker) -> None:
         if self.pool is None:
+            return
+        if self.resource and (worker.state.total_resources or {}).get(self.resource, 0) < 1:
             return
 
         def warm():
