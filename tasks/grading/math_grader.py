@@ -39,8 +39,8 @@ def _verify(answer: str, text: str) -> bool:
 def warm_up() -> None:
     """Run in each new grading process before its first timed call (timeouts.py): math-verify's lazy
     imports (sympy, the LaTeX grammar) take seconds on a loaded machine; inside the first call's deadline
-    they timed out, killed the pool and respawned it, over and over (640 answers: 89 s with 5 spurious
-    timeouts; with the warm-up 2-4 s, none)."""
+    they timed out, killed the pool and respawned it, over and over (640 answers at load ~9: 89 s with 5
+    spurious timeouts; with the warm-up 2-37 s depending on load, no timeouts)."""
     _verify("1", "\\boxed{1}")
 
 
@@ -57,8 +57,8 @@ class MathGrade:
 class MathGrader:
     """`grade(response, answer) -> MathGrade`; `timeout` seconds per call (default 5, as math-verify).
 
-    `grade_batch` sends `chunk` items per round trip to the grading process (one round trip per item
-    costs more than grading a short answer). A chunk's deadline is `timeout + chunk_item_s` per item; a
+    `grade_batch` sends `chunk` items per round trip to the grading process, so a batch costs a few
+    round trips rather than one per answer (each needs both processes scheduled: slow on a loaded host). A chunk's deadline is `timeout + chunk_item_s` per item; a
     chunk that misses it (some item hangs) is regraded item by item, each under `timeout`, so only the
     hanging item is scored as a timeout."""
 

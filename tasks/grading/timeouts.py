@@ -4,9 +4,8 @@ thread and inside Dask workers, where signal-based timeouts (math-verify's own) 
 Calls run in a small pool of worker processes; a call that exceeds its deadline gets `TimedOut` and its
 pool is killed and replaced (a hung sympy cannot be interrupted any other way). A new pool's start-up
 (spawning Python, importing the called function's module and running its `warm_up()` if it has one) is
-waited for apart from the call's deadline:
-on a loaded machine start-up alone can exceed a 5 s deadline, and every call would then time out, kill
-the pool and respawn it.
+waited for apart from the call's deadline: on a loaded machine start-up alone can exceed a 5 s deadline,
+and every call would then time out, kill the pool and respawn it.
 """
 from __future__ import annotations
 
