@@ -14,8 +14,9 @@ class CodeGrader:
         from sandbox.config import JudgeConfig, PoolConfig
         from tasks.verification.verify import VerifyConfig
 
+        self.owner = f"code-grader-{id(self):x}"  # its containers stay warm from one batch to the next
         self.config = VerifyConfig(executor="threads", workers=workers, judge=JudgeConfig(max_tests=max_tests, seed=seed),
-                                   pool=PoolConfig(size=workers))
+                                   pool=PoolConfig(size=workers), pool_owner=self.owner)
 
     def grade_batch(self, items) -> list[Grade]:
         from tasks.verification.verify import verify_rows
@@ -39,7 +40,7 @@ class CodeGrader:
         return grades
 
     def close(self) -> None:
-        """Stop this process's warm sandbox containers (the threads executor keeps one pool per process)."""
+        """Stop this grader's warm sandbox containers (kept across grade_batch calls)."""
         from tasks.verification.worker import close_pools
 
-        close_pools()
+        close_pools(self.owner)

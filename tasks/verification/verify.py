@@ -42,6 +42,8 @@ class VerifyConfig:
     #   host-side judge costs a worker, not the run (and for very many workers)
     dask_address: str | None = None  # an existing scheduler ("tcp://host:8786"); None starts a LocalCluster
     executor: str = "dask"  # "dask", or "threads": a pool in this process (tests, rewards inside a trainer)
+    pool_owner: str | None = None  # threads executor: keep the pool warm across calls under this name
+    #   (get_pool/close_pools in tasks.verification.worker; the caller closes it); None: a pool per call
     chunk_size: int = 8  # rows per Dask task: amortises scheduling (≈ 1 ms/task) over several submissions
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     pool: PoolConfig = field(default_factory=PoolConfig)
@@ -78,10 +80,17 @@ def _chunks(indices: list[int], size: int) -> list[list[int]]:
 
 
 def _run_threads(rows, todo, config, results, tick) -> None:
+    """Judge in threads of this process. With `pool_owner` the containers stay warm for the next call
+    (a trainer grading every step pays the pool start-up, ≈ 0.3-0.5 s, once); else a pool per call."""
+    from contextlib import nullcontext
+
     from sandbox.pool import SandboxPool
+    from tasks.verification.worker import get_pool
 
     size = config.workers * config.threads_per_worker
-    with SandboxPool(dataclasses.replace(config.pool, size=size)) as pool, ThreadPoolExecutor(size) as ex:
+    pool_config = dataclasses.replace(config.pool, size=size)
+    pool = SandboxPool(pool_config) if config.pool_owner is None else get_pool(pool_config, owner=config.pool_owner)
+    with (pool if config.pool_owner is None else nullcontext(pool)), ThreadPoolExecutor(size) as ex:
         futures = {ex.submit(_safe_verify, rows[i], pool, config.judge): i for i in todo}
         for fut in futures:
             results[futures[fut]] = fut.result()
