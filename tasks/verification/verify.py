@@ -85,11 +85,15 @@ def _run_threads(rows, todo, config, results, tick) -> None:
     from contextlib import nullcontext
 
     from sandbox.pool import SandboxPool
-    from tasks.verification.worker import get_pool
 
     size = config.workers * config.threads_per_worker
     pool_config = dataclasses.replace(config.pool, size=size)
-    pool = SandboxPool(pool_config) if config.pool_owner is None else get_pool(pool_config, owner=config.pool_owner)
+    if config.pool_owner is None:
+        pool = SandboxPool(pool_config)
+    else:
+        from tasks.verification.worker import get_pool
+
+        pool = get_pool(pool_config, owner=config.pool_owner)
     with (pool if config.pool_owner is None else nullcontext(pool)), ThreadPoolExecutor(size) as ex:
         futures = {ex.submit(_safe_verify, rows[i], pool, config.judge): i for i in todo}
         for fut in futures:
