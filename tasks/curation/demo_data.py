@@ -656,10 +656,18 @@ def build_demo(seed: int = 0, scale: float = 1.0, math: MathSpec = MathSpec(), c
 # ----------------------------------------------------------------------------------------------------
 # Writing
 
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Leave a file that already holds these bytes untouched (a rerun changes nothing on disk)."""
+    if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
 def _write_jsonl(path: Path, rows: list) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for r in rows:
-            f.write((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n")
+    _write_if_changed(path, "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n"
+                                    for r in rows).encode("utf-8"))
 
 
 def _manifest(files: dict[str, list[_Line]], seed: int, scale: float, math: MathSpec, code: CodeSpec,
@@ -703,11 +711,13 @@ def write_demo_sources(out_dir: Path, seed: int = 0, scale: float = 1.0, math: M
     _write_jsonl(d.code, [line.payload for line in files["code"]])
     qa = [line.payload for line in files["math_qa"]]
     table = pa.table({k: pa.array([r[k] for r in qa], pa.string()) for k in MATH_QA_LAYOUT})
-    pq.write_table(table, d.math_qa, compression="zstd")
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf, compression="zstd")
+    _write_if_changed(d.math_qa, buf.getvalue().to_pybytes())
     _write_jsonl(d.bench_math, bench_m)
     _write_jsonl(d.bench_code, bench_c)
     manifest = _manifest(files, seed, scale, math, code, {"bench_math": len(bench_m), "bench_code": len(bench_c)})
-    d.manifest.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _write_if_changed(d.manifest, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
     return d
 
 

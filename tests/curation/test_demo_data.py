@@ -65,6 +65,18 @@ def test_same_seed_same_bytes_other_seed_other_data(tmp_path, demo):
         assert getattr(files, name).read_bytes() != getattr(other, name).read_bytes(), name
 
 
+def test_rewriting_the_same_demo_leaves_files_untouched(tmp_path):
+    """A pipeline rerun rewrites the demo sources: same bytes, so nothing on disk changes."""
+    first = dd.write_demo_sources(tmp_path, seed=0, scale=SCALE)
+    names = ("math_chain", "math_qa", "code", "bench_math", "bench_code", "manifest")
+    stamps = {n: getattr(first, n).stat().st_mtime_ns for n in names}
+    getattr(first, "code").write_text("changed\n")
+    again = dd.write_demo_sources(tmp_path, seed=0, scale=SCALE)
+    assert {n: getattr(again, n).stat().st_mtime_ns for n in names if n != "code"} == \
+        {n: t for n, t in stamps.items() if n != "code"}
+    assert again.code.read_text() != "changed\n"  # a file that differs is rewritten
+
+
 def test_sizes_at_scale_one(tmp_path):
     counts = json.loads(dd.write_demo_sources(tmp_path, scale=1.0).manifest.read_text())["row_counts"]
     assert 2000 <= counts["math_chain"] + counts["math_qa"] <= 4000
