@@ -205,6 +205,8 @@ def sft(
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
     seed: int = typer.Option(0, "--seed"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
+    strategy: str = typer.Option("ddp", "--strategy", help="With --nproc > 1: ddp (a replica per process) or "
+                                 "fsdp (parameters, gradients and optimizer state sharded, FSDP2)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
 ) -> None:
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
@@ -214,9 +216,13 @@ def sft(
     _check_data(data)
     if micro_batch_size > batch_size:
         raise UserError("--micro-batch-size must not exceed --batch-size")
+    from tasks.training.distributed import STRATEGIES
+
+    if strategy not in STRATEGIES:
+        raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     cfg = SFTConfig(epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
                     micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
-                    gradient_checkpointing=gradient_checkpointing, seed=seed)
+                    gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
     quiet_prefect_defaults()
     from flows.sft import sft as sft_flow
 

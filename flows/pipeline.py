@@ -70,7 +70,7 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
     base = config.base_model or base_model_task(store, config.model_preset, config.seed, sources)
     sft_out = sft_dir(store, base, dataset, config.sft)
     if not finished(sft_out):
-        sft_train_task(base, f"{store}#{dataset}", str(sft_out), config.sft, True, store)
+        sft_train_task(base, f"{store}#{dataset}", str(sft_out), config.sft, True, store, config.sft_nproc)
     log.info("SFT checkpoint: %s", sft_out)
 
     rl_data = dataset

@@ -37,6 +37,8 @@ class PipelineConfig:
     model_preset: str = "tiny"
     seed: int = 0
     sft: SFTConfig = field(default_factory=_demo_sft)
+    sft_nproc: int = 1                            # >1: SFT as a torchrun subprocess over that many GPUs/ranks
+    #   (sft.strategy "ddp" or "fsdp"); not part of the SFT stage's content key
     difficulty_k: int = 2                         # samples per problem for difficulty tags (0: skip)
     rl: RLConfig = field(default_factory=_demo_rl)
     eval_k: int = 4

@@ -21,13 +21,26 @@ def latest_checkpoint(out: Path) -> Path | None:
     return max(ckpts, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
-def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int) -> Path:
+def save_model(model, tok, path: Path | str, state_dict=None) -> None:
+    """`save_pretrained` of weights and tokenizer. `state_dict`: the whole weights gathered from a sharded
+    (FSDP) model, whose class FSDP renamed: the config keeps the original architecture name, so
+    transformers and vLLM load the checkpoint as any other."""
+    arch = type(model).__name__
+    model.save_pretrained(str(path), state_dict=state_dict)
+    if arch.startswith("FSDP"):
+        model.config.architectures = [arch[len("FSDP"):]]
+        model.config.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+
+
+def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int, state_dict=None,
+                    optim_state=None) -> Path:
+    """`state_dict`/`optim_state`: whole states gathered from a sharded model (distributed.full_state)."""
     d = Path(out) / "checkpoints" / f"step-{step}"
     tmp = d.with_name(d.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tok.save_pretrained(str(tmp))
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    save_model(model, tok, tmp, state_dict)
+    torch.save(optim_state if optim_state is not None else opt.state_dict(), tmp / "optimizer.pt")
     (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
     shutil.rmtree(d, ignore_errors=True)
     tmp.rename(d)
@@ -38,9 +51,16 @@ def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int) -> 
     return d
 
 
-def load_training_state(ckpt: Path, opt, sched, device) -> int:
-    """Restore optimizer and scheduler from `ckpt`; returns the step it was taken at."""
+def load_training_state(ckpt: Path, opt, sched, device, model=None) -> int:
+    """Restore optimizer and scheduler from `ckpt`; returns the step it was taken at. With `model` (the
+    trained module, possibly sharded) the optimizer file may come from any strategy (distributed.py)."""
     state = json.loads((ckpt / STATE).read_text())
-    opt.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=device, weights_only=True))
+    optim = torch.load(ckpt / "optimizer.pt", map_location=device, weights_only=True)
+    if model is None:
+        opt.load_state_dict(optim)
+    else:
+        from tasks.training.distributed import load_optimizer_state
+
+        load_optimizer_state(model, opt, optim)
     sched.load_state_dict(state["scheduler"])
     return state["step"]

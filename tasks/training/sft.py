@@ -11,7 +11,6 @@ steps hold weights, optimizer, schedule position and step, so `resume=True` cont
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -23,7 +22,7 @@ from typing import Callable
 import torch
 
 from tasks.training import distributed as dist_utils
-from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint, save_model
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
@@ -48,6 +47,7 @@ class SFTConfig:
     keep_checkpoints: int = 2
     gradient_checkpointing: bool = False  # trade compute for memory on long contexts
     bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
+    strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
 
 
 @dataclass
@@ -94,12 +94,12 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
     lr = cfg.lr or default_lr(model.config.hidden_size)
     warmup = max(1, round(cfg.warmup_ratio * total)) if cfg.warmup_ratio > 0 else 0
 
-    ddp_model = dist_utils.wrap(model, ctx)
+    ddp_model = dist_utils.wrap(model, ctx, cfg.strategy)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
     step = 0
     if ckpt is not None:
-        step = load_training_state(ckpt, opt, sched, ctx.device)
+        step = load_training_state(ckpt, opt, sched, ctx.device, model=model)
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
@@ -122,7 +122,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
             batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
             t0 = time.perf_counter()
             loss, n_tok = _train_step(ddp_model, batch, cfg, ctx, bf16)
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip).item()
+            gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
@@ -134,15 +134,17 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
                 metrics.log(step, values)
                 if on_step:
                     on_step(step, total, values)
-                if step % cfg.save_every == 0 or step == total:
-                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
+            if step % cfg.save_every == 0 or step == total:
+                model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
+                if ctx.is_main:
+                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
         done_before += steps_per_epoch[epoch]
         if step >= total:
             break
 
+    model_sd, _ = dist_utils.full_state(model)
     if ctx.is_main:
-        model.save_pretrained(str(out))
-        tok.save_pretrained(str(out))
+        save_model(model, tok, out, model_sd)
         all_rows = metrics.read()
         plot_curve(all_rows, "loss", out / "loss.png", "SFT loss")
         metrics.close()
@@ -157,7 +159,8 @@ def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, i
 
     Every rank runs the same number of micro-batches, that of the largest share (`batch[rank::world]` sizes
     differ by one when the batch does not split evenly, e.g. a final short batch): DDP all-reduces gradients
-    in each synchronised backward, so unequal counts would leave a rank waiting for a peer that never comes.
+    (FSDP reduce-scatters them) in each synchronised backward, and FSDP gathers each block's parameters in
+    every forward and backward, so unequal counts would leave a rank waiting for a peer that never comes.
     A rank whose share runs out runs a filler pack with every label ignored (zero loss, zero gradient)."""
     mine = batch[ctx.rank::ctx.world_size]
     labels_all = torch.tensor([p.labels[1:] for p in mine]) if mine else torch.zeros(0, 1, dtype=torch.long)
@@ -171,14 +174,14 @@ def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, i
         t = {k: v.to(ctx.device) for k, v in collate(packs).items()}
         # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
         sync = ctx.world_size == 1 or i == n_micro - 1
-        with contextlib.nullcontext() if sync else model.no_sync():
+        with dist_utils.gradient_sync(model, sync):
             with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
                 logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"],
                                position_ids=t["position_ids"]).logits
             nll = torch.nn.functional.cross_entropy(
                 logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
                 ignore_index=-100, reduction="sum")
-            # DDP averages gradients over ranks; scale by world size so the result is the global token mean
+            # DDP and FSDP average gradients over ranks; scale by world size: the result is the global token mean
             (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()
     return dist_utils.all_reduce_sum(total_loss, ctx) / max(1, n_global), n_global

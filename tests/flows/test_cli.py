@@ -73,6 +73,17 @@ def test_rl_flag_errors_are_one_line(extra, msg, tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
 
 
+def test_sft_unknown_strategy_is_one_line(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"problem": "1+1?", "response": "2"}\n')
+    r = run(["sft", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"), "--nproc", "2",
+             "--strategy", "zero3"], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == "klear: error: --strategy must be one of ddp, fsdp, not 'zero3'", r.stderr
+
+
 def test_data_pinned_to_a_missing_store_version_is_named(tmp_path):
     model = tmp_path / "m"
     model.mkdir()

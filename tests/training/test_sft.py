@@ -107,3 +107,42 @@ def test_two_processes_with_an_uneven_final_batch_match_one(setup, prefect_serve
     rows = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, one.steps + 1))
     assert [r["loss"] for r in rows] == pytest.approx(one.losses, rel=1e-5)
+
+
+def test_fsdp_two_processes_match_one_and_resume_across_strategies(setup, tmp_path):
+    """`--strategy fsdp --nproc 2` (FSDP2 over 2 gloo ranks, an uneven final batch): the same loss curve as
+    one process; its checkpoints are plain HF checkpoints (gathered to rank 0, original architecture name)
+    holding the same weights; a run killed after step 3 resumes under FSDP, or in one process, on the same
+    curve, and a one-process checkpoint resumes under FSDP (optimizer state keyed by index → by name)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training.launch import run_sft
+
+    model, data, _ = setup
+    cfg = SFTConfig(max_steps=6, batch_size=7, micro_batch_size=2, seq_len=64, save_every=3)
+    fsdp = SFTConfig(**{**cfg.__dict__, "strategy": "fsdp"})
+    one = train_sft(model, data, str(tmp_path / "one"), cfg)
+    two = run_sft(model, data, str(tmp_path / "two"), fsdp, nproc=2)
+    assert two.losses == pytest.approx(one.losses, rel=1e-5)
+    assert json.loads((tmp_path / "two" / "sft_config.json").read_text())["world_size"] == 2
+    assert json.loads((tmp_path / "two" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
+    a = AutoModelForCausalLM.from_pretrained(str(tmp_path / "one")).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(str(tmp_path / "two")).state_dict()
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+    shutil.rmtree(tmp_path / "two" / "checkpoints" / "step-6")  # as if killed between step 3 and step 6
+    (tmp_path / "two" / "metrics.jsonl").write_text(
+        "".join(line + "\n" for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()[:4]))
+    shutil.copytree(tmp_path / "two", tmp_path / "two-single")
+    again = run_sft(model, data, str(tmp_path / "two"), fsdp, resume=True, nproc=2)
+    assert again.losses == pytest.approx(one.losses, rel=1e-5)
+    single = train_sft(model, data, str(tmp_path / "two-single"), cfg, resume=True)  # FSDP checkpoint, one process
+    assert single.losses == pytest.approx(one.losses, rel=1e-5)
+    shutil.rmtree(tmp_path / "one" / "checkpoints" / "step-6")  # a one-process checkpoint resumed under FSDP
+    (tmp_path / "one" / "metrics.jsonl").write_text(
+        "".join(line + "\n" for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()[:3]))
+    sharded = run_sft(model, data, str(tmp_path / "one"), fsdp, resume=True, nproc=2)
+    assert sharded.losses == pytest.approx(one.losses, rel=1e-5)
