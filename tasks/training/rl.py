@@ -7,9 +7,12 @@ batch, as the paper) with
 
     L = policy_loss(loss, logp, old_logp, Â, mask)  +  α · NLL(correct rollouts)     (α = 0.1)
 
-old_logp is the rollout policy's log-prob (recomputed by a no-grad forward pass before the first update
-for every mini-batch but the first, which trains on the unchanged policy and takes it from its own pass,
-so it matches training numerics). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
+old_logp is the rollout policy's log-prob. The first mini-batch trains on the unchanged policy and takes
+it from its own pass; for the others it is, per `old_logprobs`, either recomputed by a no-grad forward pass
+before the first update ("recompute", training numerics exactly) or taken from the rollout engine
+("rollout": free; only when the engine is the policy itself in the same precision, i.e. the transformers
+backend, whose rollout log-probs differ from the training pass by ≤ 6.4e-6, mean 3e-8, measured on the demo
+SFT model, 128 rollouts, 10k tokens; "auto" = "rollout" for backend "hf", else "recompute"). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
 The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, whose weights are pushed in
 place after every optimizer step (tasks/generation/vllm_backend.py).
 """
@@ -69,6 +72,7 @@ class RLConfig:
     eval_every: int = 0
     eval_k: int = 4
     backend: str = "hf"                   # "vllm" on GPU
+    old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     domains: tuple[str, ...] = ("math", "code")
     min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
     max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
@@ -87,6 +91,7 @@ class Rollout:
     reward: float | None
     correct: bool
     truncated: bool
+    logprobs: list[float] = field(default_factory=list)  # the rollout engine's raw log-probs of response_ids
 
 
 def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
@@ -176,7 +181,7 @@ def _rollouts(batch, prompts, comps, grades, tok, cfg: RLConfig) -> list[Rollout
         for c, grade in zip(cs, gs):
             r = reward_from_grade(row["domain"], c.text, grade, cfg.reward)
             out.append(Rollout(g, row["domain"], p_ids, c.token_ids, r, is_correct(r, cfg.reward, row["domain"]),
-                               c.finish_reason == "length"))
+                               c.finish_reason == "length", list(c.logprobs)))
     return out
 
 
@@ -208,7 +213,7 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
     random.Random(cfg.seed * 31 + step).shuffle(train)
     model.train()
     size = -(-len(train) // cfg.mini_batches)
-    old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device)
+    old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device, _use_rollout_logprobs(cfg))
     agg: dict[str, list[float]] = {}
     for m in range(0, len(train), size):
         mb, mb_old = train[m:m + size], old_flat[m:m + size]
@@ -246,13 +251,24 @@ def _chunks(xs, n):
     return [xs[i:i + n] for i in range(0, len(xs), n)]
 
 
-def _behaviour_logprobs(model, train, size: int, micro: int, device) -> list[torch.Tensor | None]:
-    """log π_old per rollout for every mini-batch of `size` after the first (None for the first), by one
-    no-grad pass before any update of this step. The first mini-batch needs none: it trains on the
-    unchanged policy, so its own forward pass gives π_old exactly (TRL skips the pass the same way when
-    on-policy). Chunked as training chunks each mini-batch, so π_old has training's numerics exactly
+def _use_rollout_logprobs(cfg: RLConfig) -> bool:
+    if cfg.old_logprobs not in ("auto", "rollout", "recompute"):
+        raise ValueError(f"old_logprobs must be auto, rollout or recompute, not {cfg.old_logprobs!r}")
+    return cfg.old_logprobs == "rollout" or (cfg.old_logprobs == "auto" and cfg.backend == "hf")
+
+
+def _behaviour_logprobs(model, train, size: int, micro: int, device,
+                        from_rollouts: bool = False) -> list[torch.Tensor | None]:
+    """log π_old per rollout for every mini-batch of `size` after the first (None for the first). The first
+    mini-batch needs none: it trains on the unchanged policy, so its own forward pass gives π_old exactly
+    (TRL skips the pass the same way when on-policy). With `from_rollouts`, and every rollout carrying one
+    log-prob per response token, they are the rollout engine's; otherwise one no-grad pass before any update
+    of this step, chunked as training chunks each mini-batch, so π_old has training's numerics exactly
     (another padding width can move a log-prob by ~1e-5)."""
     old: list[torch.Tensor | None] = [None] * min(size, len(train))
+    rest = train[size:]
+    if from_rollouts and all(len(r.logprobs) == len(r.response_ids) for r, _ in rest):
+        return old + [torch.tensor(r.logprobs, device=device) for r, _ in rest]
     with torch.no_grad():
         for m in range(size, len(train), size):
             for chunk in _chunks(train[m:m + size], micro):

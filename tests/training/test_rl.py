@@ -75,3 +75,45 @@ def test_behaviour_logprobs_have_training_numerics(sft_model):
     values = _update(model, opt, sched, rollouts, RLConfig(mini_batches=2, micro_batch_size=32), torch.device("cpu"), 0)
     assert values["trained_rollouts"] == 16
     assert (values["ratio_mean"], values["clip_frac_low"], values["clip_frac_high"]) == (1.0, 0.0, 0.0)
+
+
+def test_rollout_logprobs_as_behaviour_policy(sft_model, monkeypatch):
+    """With the transformers backend the rollout engine is the policy itself: its log-probs serve as π_old
+    (no no-grad pass) and give the same ratio (≈ 1 with a learning rate too small to move a weight) as the
+    recomputed pass, within 1e-5. Rollouts without log-probs fall back to the pass."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tasks.generation.base import SamplingParams, chat_prompt
+    from tasks.generation.hf_backend import HFGenerator
+    from tasks.training import rl as rl_mod
+
+    model = AutoModelForCausalLM.from_pretrained(sft_model[0], dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(sft_model[0])
+    prompts = [chat_prompt(tok, r["problem"]) for r in ROWS[:4]]
+    comps = HFGenerator(model, tok).generate(prompts, SamplingParams(n=4, temperature=1.0, top_p=1.0,
+                                                                     max_tokens=40, seed=0))
+    rollouts = [rl_mod.Rollout(g, "math", tok(p, add_special_tokens=False)["input_ids"], c.token_ids,
+                               float(i % 2), False, False, list(c.logprobs))
+                for g, (p, cs) in enumerate(zip(prompts, comps)) for i, c in enumerate(cs)]
+    calls = []
+    real = rl_mod._logprobs
+    monkeypatch.setattr(rl_mod, "_logprobs", lambda *a: calls.append(1) or real(*a))
+
+    def run(rs, **kw):
+        calls.clear()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-30)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        v = rl_mod._update(model, opt, sched, rs, RLConfig(mini_batches=2, micro_batch_size=32, **kw),
+                           torch.device("cpu"), 0)
+        return v, len(calls)
+
+    assert rl_mod._use_rollout_logprobs(RLConfig()) and not rl_mod._use_rollout_logprobs(RLConfig(backend="vllm"))
+    recomputed, n_re = run(rollouts, old_logprobs="recompute")
+    reused, n_ro = run(rollouts)  # auto + hf → rollout
+    assert n_ro == n_re - 1  # one training pass per mini-batch, no no-grad pass
+    assert recomputed["ratio_mean"] == 1.0
+    assert abs(reused["ratio_mean"] - 1.0) < 1e-5 and reused["clip_frac_low"] == reused["clip_frac_high"] == 0.0
+    bare = [rl_mod.Rollout(*[getattr(r, f) for f in ("group", "domain", "prompt_ids", "response_ids", "reward",
+                                                      "correct", "truncated")]) for r in rollouts]
+    assert run(bare)[1] == n_re  # no log-probs: the pass runs
