@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# bench/gpu.sh — one prepared GPU benchmark of klear's own training and rollout code on a random-init
+# Qwen2-shaped model, sized for one lent NVIDIA H200 (≤ 10 min per command, 15 min of device time in all).
+#
+#   bash bench/gpu.sh                 # GPU: ~0.39B model (hidden 896, 24 layers, 14 heads / 2 KV heads,
+#                                     #      ffn 4864, vocab 32768, tied embeddings), worst case 7.5 min,
+#                                     #      expected ≈ 3 min
+#   bash bench/gpu.sh --cpu-smoke     # CPU: tiny shape, a few steps, same code paths (KLEAR_GPU_BENCH_SMOKE=1
+#                                     #      does the same); vLLM is skipped when there is no GPU
+#
+# Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
+# and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
+# the parts' logs to bench/out/gpu.log. Parts, each its own process under its own time limit (GPU / smoke),
+# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 450 s) caps them all:
+#   setup    (60 s)  tokenizer (tasks/models/tokenizer, BPE 4096 on synthetic words) + random model saved as
+#                    an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows (.jsonl)
+#   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
+#                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
+#                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
+#   rollout (150 s)  tasks.generation.vllm_backend.VLLMGenerator (vLLM defaults on GPU: CUDA graphs, bf16,
+#                    gpu_memory_utilization 0.5 as in RL): 32 prompts × n=8, temperature 1.0, top_p 1,
+#                    max_tokens 1024 → generated tokens/s; then sync_weights(fp32 policy on the GPU) × 3 after
+#                    one warm-up push → seconds per in-place weight sync. Without an importable vLLM it
+#                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout)
+#   rl fp32  (80 s)  tasks.training.rl._update, GPPO, 16 prompts × 8 rollouts (prompt 128, response
+#                    384-1024 tokens, mixed rewards), 2 mini-batches, micro-batch 8: 1 warm-up + 2 timed
+#                    updates, as train_rl runs them today (fp32, no autocast)
+#   rl bf16  (60 s)  the same under a bf16 autocast this script wraps around _update (train_rl has no bf16)
+#
+# MFU (model FLOPs utilisation), stated once for every part:
+#   MFU = Σ_sequences (6·N·s + 6·L·d_attn·s²) / seconds / 989e12
+#   N      = weights of every matmul: per layer q,k,v,o + gate,up,down (biases in), plus lm_head (= the
+#            tied embedding, counted once); the embedding lookup and norms are not counted
+#   s      = real tokens of a sequence (SFT: each packed example, padding excluded; RL: prompt + response)
+#   L·d_attn·s² terms: causal self-attention, QKᵀ and AV over the lower triangle (2·L·d_attn·s² per pass),
+#            d_attn = heads · head_dim = 896; ×3 for forward + backward
+#   RL adds one no-grad forward (a third of the above) for every rollout outside the first mini-batch
+#   (its π_old pass); 989 TFLOP/s = H200 SXM dense bf16 peak (datasheet; an 8k bf16 GEMM measured ~790 here)
+# tokens_per_s counts real tokens; SFT also reports positions_per_s (padding included) and the response
+# tokens/s that train_sft itself logs. fp32 RL MFU is still quoted against the bf16 peak.
+#
+# On the device machine: nothing of ours is installed there; its image's python3 (3.12, torch, transformers,
+# pyarrow, fsspec, tensorboard, matplotlib) runs the repo from PYTHONPATH. vLLM is NOT in that image and
+# cannot travel (vllm 0.32.0's wheel is 327 MB; a call carries 64 MiB), so there the rollout part falls back
+# to the HF engine unless a future image has vllm. Device call:
+#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=540)
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+
+SMOKE=${KLEAR_GPU_BENCH_SMOKE:-0}
+for arg in "$@"; do
+  case "$arg" in
+    --cpu-smoke|--smoke) SMOKE=1 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3
+fi
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export PREFECT_LOGGING_LEVEL=WARNING VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
+
+if [ "$SMOKE" = 1 ]; then
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+  FLAG=--smoke
+  WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
+  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_ROLLOUT=240; L_RL=120; L_RLB=120
+else
+  FLAG=
+  WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
+  GLOBAL_S=450; L_SETUP=60; L_SFT=110; L_ROLLOUT=150; L_RL=80; L_RLB=60
+fi
+rm -rf "$WORK"; mkdir -p "$WORK" bench/out
+LOG=bench/out/gpu.log; : >"$LOG"
+RESULTS="$WORK/results.jsonl"; : >"$RESULTS"
+START=$(date +%s)
+echo "bench/gpu.sh: python=$PY smoke=$SMOKE work=$WORK" >&2
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader >&2 || true
+fi
+
+json_line() {  # part status reason → one JSON line on stdout and in results.jsonl
+  local line
+  line=$("$PY" -c 'import json,sys; print(json.dumps({"bench":"gpu","part":sys.argv[1],"status":sys.argv[2],"reason":sys.argv[3]}))' "$1" "$2" "$3")
+  echo "$line"; echo "$line" >>"$RESULTS"
+}
+
+SETUP_OK=1
+run_part() {  # name limit_s args...  → runs one part under min(limit, budget left)
+  local name=$1 limit=$2; shift 2
+  local left=$(( GLOBAL_S - ($(date +%s) - START) ))
+  if [ "$name" != setup ] && [ "$SETUP_OK" != 1 ]; then json_line "$name" skipped "setup failed"; return; fi
+  if [ "$left" -lt 10 ]; then json_line "$name" skipped "global budget of ${GLOBAL_S}s spent"; return; fi
+  [ "$left" -lt "$limit" ] && limit=$left
+  local t0 rc
+  t0=$(date +%s)
+  echo "== $name (limit ${limit}s)" >>"$LOG"
+  # JSON lines come back on stdout; everything else goes to the log
+  timeout -k 10 "$limit" "$PY" bench/gpu_bench.py "$@" --work "$WORK" $FLAG 2>>"$LOG" | grep '^{'
+  rc=${PIPESTATUS[0]}
+  echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" >>"$LOG"
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    json_line "$name" timeout "killed after ${limit}s (results it printed before stay)"
+  elif [ "$rc" != 0 ]; then
+    json_line "$name" error "exit $rc: $(grep -v '^\s*$' "$LOG" | tail -n 3 | tr '\n' ' ' | cut -c1-400)"
+  fi
+  if [ "$name" = setup ] && { [ "$rc" != 0 ] || ! grep -q '"part": "setup", "status": "ok"' "$RESULTS"; }; then
+    SETUP_OK=0
+  fi
+  if [ "$rc" != 0 ]; then tail -n 25 "$LOG" >&2; fi
+}
+
+run_part setup "$L_SETUP" setup
+run_part sft "$L_SFT" sft
+run_part rollout "$L_ROLLOUT" rollout
+run_part rl_update_fp32 "$L_RL" rl --precision fp32
+run_part rl_update_bf16 "$L_RLB" rl --precision bf16
+
+"$PY" bench/gpu_bench.py report --work "$WORK" $FLAG --started "$START" 2>&1 | tail -n 1 >&2
+[ -n "${OUT:-}" ] && cp "$LOG" "$OUT/gpu.log" 2>/dev/null
+echo "bench/gpu.sh: done in $(( $(date +%s) - START ))s" >&2
+exit 0

@@ -1,0 +1,530 @@
+"""bench/gpu_bench: the parts that bench/gpu.sh runs, one process each (see gpu.sh's header for the what,
+the formula and the budgets). Every measurement is one JSON line on stdout, also appended to
+WORK/results.jsonl, written as soon as it is measured (a part killed at its time limit keeps what it had).
+
+    python bench/gpu_bench.py setup|sft|rollout|rl|report --work DIR [--smoke] [--precision fp32|bf16]
+
+setup     random-init Qwen2-shaped model (GPU: hidden 896, 24 layers, 14/2 heads, ffn 4864, vocab 32768,
+          tied embeddings, ~0.39B parameters) + a BPE tokenizer from tasks/models/tokenizer, saved as an HF
+          directory (fp32, as `klear model init` saves); synthetic long-CoT SFT rows (.jsonl).
+sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up.
+rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
+          sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
+          backend "hf" (the policy itself, tasks.generation.hf_backend) is timed instead, labelled so.
+rl        tasks.training.rl._update (advantages → behaviour log-prob pass → mini-batch GPPO optimizer
+          steps) on synthetic rollouts with mixed rewards, as train_rl calls it after generation + grading.
+report    merges WORK/results.jsonl into bench/out/gpu.json (and $OUT/gpu.json when $OUT is set).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+PEAK_TFLOPS = 989.0  # H200 SXM dense bf16 (vendor datasheet, = H100 SXM); KINDS.md measured ~790 on an 8k GEMM
+
+GPU = {
+    "model": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                  num_key_value_heads=2, vocab_size=32768, max_position_embeddings=4096, rope_theta=1e6),
+    "tok_vocab": 4096,
+    "sft": dict(seq_len=4096, batch_size=16, micro_batch_size=4, warmup_steps=3, timed_steps=12),
+    "rollout": dict(prompts=32, n=8, max_tokens=1024, prompt_words=60, warm_prompts=8, warm_tokens=64,
+                    syncs=3, gpu_memory_utilization=0.5),
+    "rollout_hf": dict(prompts=16, n=8, max_tokens=512, prompt_words=60),
+    "rl": dict(prompts=16, n=8, prompt_len=128, resp_min=384, resp_max=1024, micro_batch_size=8,
+               mini_batches=2, warmup_updates=1, timed_updates=2),
+}
+SMOKE = {
+    "model": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=512, max_position_embeddings=512, rope_theta=1e4),
+    "tok_vocab": 512,
+    "sft": dict(seq_len=128, batch_size=4, micro_batch_size=2, warmup_steps=1, timed_steps=2),
+    "rollout": dict(prompts=2, n=2, max_tokens=16, prompt_words=8, warm_prompts=1, warm_tokens=4,
+                    syncs=2, gpu_memory_utilization=0.5),
+    "rollout_hf": dict(prompts=2, n=2, max_tokens=16, prompt_words=8),
+    "rl": dict(prompts=2, n=4, prompt_len=16, resp_min=8, resp_max=32, micro_batch_size=4,
+               mini_batches=2, warmup_updates=1, timed_updates=1),
+}
+
+
+# ---- shared ---------------------------------------------------------------------------------------------
+def settings(smoke: bool) -> dict:
+    return SMOKE if smoke else GPU
+
+
+def emit(work: Path, part: str, status: str = "ok", **fields) -> dict:
+    row = {"bench": "gpu", "part": part, "status": status, **fields}
+    line = json.dumps(row, default=str)
+    print(line, flush=True)
+    with (work / "results.jsonl").open("a") as f:
+        f.write(line + "\n")
+    return row
+
+
+def device_info() -> dict:
+    import torch
+
+    info = {"torch": torch.__version__, "cuda": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info["device"] = torch.cuda.get_device_name(0)
+    else:
+        info["device"] = "cpu"
+    return info
+
+
+def sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def model_shape(model_dir: Path) -> dict:
+    """What the FLOP formula needs, read from the saved model: N = weights of every matmul (each layer's
+    q,k,v,o,gate,up,down projections, biases included, plus lm_head = the tied embedding counted once),
+    L layers, d_attn = heads · head_dim."""
+    return json.loads((model_dir / "bench_shape.json").read_text())
+
+
+def train_flops(shape: dict, seq_lens, passes: int = 3) -> float:
+    """Model FLOPs of running sequences of these real lengths: 2·N per token per matmul pass plus causal
+    attention 2·L·d_attn·s² per sequence per pass (QKᵀ and AV, half of the s×s square); forward + backward
+    = 3 passes, a no-grad forward = 1."""
+    n, layers, d = shape["matmul_params"], shape["layers"], shape["d_attn"]
+    return sum(passes * (2 * n * s + 2 * layers * d * s * s) for s in seq_lens)
+
+
+def mfu(flops: float, seconds: float) -> tuple[float, float]:
+    tflops = flops / max(seconds, 1e-12) / 1e12
+    return tflops, tflops / PEAK_TFLOPS
+
+
+def peak_mem_gib() -> float | None:
+    import torch
+
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
+
+
+# ---- setup ----------------------------------------------------------------------------------------------
+def _words(rng: random.Random, k: int) -> list[str]:
+    return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8))) for _ in range(k)]
+
+
+def part_setup(work: Path, smoke: bool) -> None:
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from tasks.models.tokenizer import EOS, IM_END, train_tokenizer
+
+    hf_logging.disable_progress_bar()
+    s = settings(smoke)
+    t0 = time.perf_counter()
+    rng = random.Random(0)
+    vocab_words = _words(rng, 3000)
+    corpus = [" ".join(rng.choice(vocab_words) for _ in range(60)) for _ in range(3000)]
+    tok = train_tokenizer(corpus, s["tok_vocab"])
+    model_dir = work / "model"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    eos_ids = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(EOS)]
+    m = dict(s["model"])
+    # the model's vocab may exceed the tokenizer's (as Qwen's padded vocab does): the embedding/lm_head
+    # matmul is what costs; sampled ids the tokenizer lacks decode to nothing
+    m["vocab_size"] = max(m["vocab_size"], len(tok))
+    config = Qwen2Config(**m, tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos_ids,
+                         pad_token_id=tok.pad_token_id, use_cache=True, dtype="float32")
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tok.pad_token_id,
+                                               do_sample=True, temperature=1.0, top_p=1.0)
+    model.save_pretrained(str(model_dir))
+    tok.save_pretrained(str(model_dir))
+    matmul = sum(mod.weight.numel() + (mod.bias.numel() if mod.bias is not None else 0)
+                 for mod in model.modules() if isinstance(mod, torch.nn.Linear))
+    shape = {"matmul_params": matmul, "params": sum(p.numel() for p in model.parameters()),
+             "layers": m["num_hidden_layers"], "d_attn": m["num_attention_heads"] * (m["hidden_size"] // m["num_attention_heads"]),
+             "vocab_size": m["vocab_size"], "tokenizer_vocab": len(tok), "config": m}
+    (model_dir / "bench_shape.json").write_text(json.dumps(shape, indent=2))
+    del model
+    t_model = time.perf_counter() - t0
+
+    rows, packs, need, truncated, fill = make_sft_data(work / "sft.jsonl", tok, s["sft"], rng, vocab_words)
+    emit(work, "setup", "ok" if packs >= need else "error", model_dir=str(model_dir),
+         params=shape["params"], matmul_params=matmul, config=m, tokenizer_vocab=len(tok),
+         sft_rows=rows, sft_packs=packs, sft_packs_needed=need, pack_fill=round(fill, 3),
+         truncated=truncated, seconds=round(time.perf_counter() - t0, 1), model_seconds=round(t_model, 1),
+         **device_info())
+
+
+def make_sft_data(data: Path, tok, sft: dict, rng: random.Random, vocab_words: list[str]):
+    """Synthetic long-CoT SFT rows: a short problem, a response of 1/8 to ~3/4 of seq_len tokens (≈2.3
+    tokens per word with the 4096 BPE), until train_sft's packing yields the packs the run needs.
+    Returns (rows, packs, packs needed, truncated examples, fraction of pack positions that are real)."""
+    from tasks.training.sft_data import load_sft_rows, pack_examples, tokenize_examples
+
+    need = sft["batch_size"] * (sft["warmup_steps"] + sft["timed_steps"])
+    rows: list[dict] = []
+    packs: list = []
+    truncated, tries = 0, 0
+    prompt_words = max(4, min(20, sft["seq_len"] // 64))
+    while len(packs) < need and tries < 6:
+        tries += 1
+        for _ in range(max(8, need * 5 // 2)):  # ~2.2 rows per pack at seq_len 4096: one round
+            resp_words = rng.randint(sft["seq_len"] // 20, sft["seq_len"] // 3)
+            rows.append({"domain": "math", "problem": " ".join(rng.choice(vocab_words) for _ in range(prompt_words)),
+                         "response": " ".join(rng.choice(vocab_words) for _ in range(resp_words))})
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        examples = tokenize_examples(load_sft_rows(str(data)).rows, tok)
+        packs, truncated = pack_examples(examples, sft["seq_len"], tok.pad_token_id, 0, 0)
+    fill = sum(sum(1 for g in p.segments if g >= 0) for p in packs) / max(1, len(packs) * sft["seq_len"])
+    return len(rows), len(packs), need, truncated, fill
+
+
+# ---- SFT ------------------------------------------------------------------------------------------------
+class _Done(Exception):
+    """Raised from on_step after the last timed step: skips train_sft's final checkpoint + save (GBs of
+    writes that are not training)."""
+
+
+def part_sft(work: Path, smoke: bool) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from tasks.training.sft import SFTConfig, train_sft
+    from tasks.training.sft_data import load_sft_rows, pack_examples, tokenize_examples
+
+    s = settings(smoke)["sft"]
+    model_dir, data = work / "model", work / "sft.jsonl"
+    shape = model_shape(model_dir)
+    total = s["warmup_steps"] + s["timed_steps"]
+    cfg = SFTConfig(epochs=1, max_steps=total, warmup_ratio=0.0, batch_size=s["batch_size"],
+                    micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"], save_every=10**9, seed=0)
+    # the same packs train_sft will build (same tokenizer, rows, seq_len, seed, epoch 0): their real lengths
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    packs, _ = pack_examples(tokenize_examples(load_sft_rows(str(data)).rows, tok), cfg.seq_len,
+                             tok.pad_token_id, cfg.seed, 0)
+
+    def seg_lens(p) -> list[int]:
+        counts: dict[int, int] = {}
+        for g in p.segments:
+            if g >= 0:
+                counts[g] = counts.get(g, 0) + 1
+        return list(counts.values())
+
+    stamps: dict[int, float] = {}
+    logged: dict[int, dict] = {}
+
+    def on_step(step: int, tot: int, values: dict) -> None:
+        sync()
+        stamps[step] = time.perf_counter()
+        logged[step] = values
+        if step >= total:
+            raise _Done
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    try:
+        train_sft(str(model_dir), str(data), str(work / "sft_out"), cfg, on_step=on_step)
+        stopped = False
+    except _Done:
+        stopped = True
+    w = s["warmup_steps"]
+    if total not in stamps or w not in stamps:
+        emit(work, "sft", "error", error=f"only steps {sorted(stamps)} reached (wanted {total})")
+        return
+    seconds = stamps[total] - stamps[w]
+    timed = range(w, total)  # 0-based batch indices of steps w+1..total
+    lens = [l for b in timed for p in packs[b * cfg.batch_size:(b + 1) * cfg.batch_size] for l in seg_lens(p)]
+    flops = train_flops(shape, lens)
+    tflops, frac = mfu(flops, seconds)
+    step_s = [stamps[i + 1] - stamps[i] for i in range(w, total)]
+    bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    emit(work, "sft", "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy,
+         precision="bf16 autocast, fp32 weights + AdamW" if bf16 else "fp32",
+         seq_len=cfg.seq_len, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
+         warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
+         step_s_median=round(statistics.median(step_s), 4),
+         tokens_per_s=round(sum(lens) / seconds, 1),
+         positions_per_s=round(len(step_s) * cfg.batch_size * cfg.seq_len / seconds, 1),
+         response_tokens_per_s=round(sum(logged[i]["tokens"] for i in range(w + 1, total + 1)) / seconds, 1),
+         model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
+         peak_mem_gib=peak_mem_gib(), loss_first=round(logged[1]["loss"], 4), loss_last=round(logged[total]["loss"], 4),
+         stopped_before_final_save=stopped, wall_s=round(time.perf_counter() - t0, 1), **device_info())
+
+
+# ---- rollout --------------------------------------------------------------------------------------------
+def _prompts(tok, k: int, words: int, seed: int) -> list[str]:
+    from tasks.generation.base import chat_prompt
+
+    rng = random.Random(seed)
+    vocab = _words(random.Random(0), 3000)  # the tokenizer's training words
+    return [chat_prompt(tok, " ".join(rng.choice(vocab) for _ in range(words))) for _ in range(k)]
+
+
+def _vllm_ok() -> tuple[bool, str]:
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("vllm") is None:
+        return False, "vllm is not importable in this Python"
+    if not torch.cuda.is_available() and os.environ.get("KLEAR_GPU_BENCH_VLLM_CPU") != "1":
+        return False, "no CUDA device (set KLEAR_GPU_BENCH_VLLM_CPU=1 to run vLLM's CPU build anyway)"
+    return True, ""
+
+
+def part_rollout(work: Path, smoke: bool) -> None:
+    ok, why = _vllm_ok()
+    if ok:
+        _rollout_vllm(work, smoke)
+    else:
+        emit(work, "vllm_rollout", "skipped", reason=why)
+        emit(work, "vllm_weight_sync", "skipped", reason=why)
+        _rollout_hf(work, smoke, why)
+
+
+def _count(comps) -> tuple[int, int, int]:
+    seqs = sum(len(cs) for cs in comps)
+    toks = sum(len(c.token_ids) for cs in comps for c in cs)
+    stopped = sum(c.finish_reason == "stop" for cs in comps for c in cs)
+    return seqs, toks, stopped
+
+
+def _rollout_vllm(work: Path, smoke: bool) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tasks.generation.base import SamplingParams
+    from tasks.generation.vllm_backend import VLLMGenerator
+
+    s = settings(smoke)["rollout"]
+    model_dir = work / "model"
+    t0 = time.perf_counter()
+    kw = {"gpu_memory_utilization": s["gpu_memory_utilization"]} if torch.cuda.is_available() else {}
+    gen = VLLMGenerator(str(model_dir), seed=0, **kw)
+    t_start = time.perf_counter() - t0
+    try:
+        tok = gen.tok
+        warm = _prompts(tok, s["warm_prompts"], s["prompt_words"], 1)
+        gen.generate(warm, SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["warm_tokens"], seed=1))
+        prompts = _prompts(tok, s["prompts"], s["prompt_words"], 2)
+        prompt_toks = sum(len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts)
+        t1 = time.perf_counter()
+        comps = gen.generate(prompts, SamplingParams(n=s["n"], temperature=1.0, top_p=1.0,
+                                                     max_tokens=s["max_tokens"], seed=2))
+        dt = time.perf_counter() - t1
+        seqs, toks, stopped = _count(comps)
+        emit(work, "vllm_rollout", "ok", entry="tasks.generation.vllm_backend.VLLMGenerator.generate",
+             prompts=len(prompts), n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"],
+             sequences=seqs, generated_tokens=toks, stopped_on_eos=stopped, prompt_tokens=prompt_toks,
+             seconds=round(dt, 3), tokens_per_s=round(toks / dt, 1), engine_start_s=round(t_start, 1),
+             dtype=str(gen.dtype), in_process=gen.in_process, enforce_eager=not torch.cuda.is_available(),
+             gpu_memory_utilization=kw.get("gpu_memory_utilization"), **device_info())
+
+        # weight sync: the RL trainer's policy (fp32, on the trainer's device) pushed in place, as after
+        # every optimizer step; the first push is a warm-up
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.mul_(1.0001)  # a moved policy, so the push really changes the engine's weights
+        times = []
+        for i in range(s["syncs"] + 1):
+            sync()
+            t = time.perf_counter()
+            gen.sync_weights(policy)
+            sync()
+            if i:
+                times.append(time.perf_counter() - t)
+        # the engine still generates after the pushes
+        after = gen.generate(prompts[:2], SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=3))
+        nbytes = sum(p.numel() for p in policy.state_dict().values()) * torch.empty((), dtype=gen.dtype).element_size()
+        emit(work, "vllm_weight_sync", "ok", entry="tasks.generation.vllm_backend.VLLMGenerator.sync_weights",
+             syncs=len(times), seconds_median=round(statistics.median(times), 4), seconds_max=round(max(times), 4),
+             seconds_all=[round(t, 4) for t in times], bytes_pushed=nbytes,
+             gb_per_s=round(nbytes / statistics.median(times) / 1e9, 2),
+             path="in-process reload_weights" if gen.in_process else "safetensors blob to the engine process",
+             generates_after_sync=_count(after)[0] > 0, **device_info())
+    finally:
+        gen.close()
+
+
+def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
+    """The engine train_rl uses with backend "hf": the fp32 policy itself (tasks.generation.hf_backend)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tasks.generation.base import SamplingParams
+    from tasks.training import rl
+
+    s = settings(smoke)["rollout_hf"]
+    model_dir = work / "model"
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
+    model.config.use_cache = True
+    model.eval()
+    cfg = rl.RLConfig(backend="hf", rollouts_per_prompt=s["n"])
+    if hasattr(rl, "_make_rollout_engine"):
+        gen, entry = rl._make_rollout_engine(model, tok, str(model_dir), cfg), "tasks.training.rl._make_rollout_engine (hf)"
+    else:
+        from tasks.generation.hf_backend import HFGenerator
+        gen, entry = HFGenerator(model, tok, batch_size=max(64, s["n"] * 8)), "tasks.generation.hf_backend.HFGenerator"
+    warm = _prompts(tok, 2, s["prompt_words"], 1)
+    gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
+    prompts = _prompts(tok, s["prompts"], s["prompt_words"], 2)
+    sync()
+    t1 = time.perf_counter()
+    comps = gen.generate(prompts, SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"], seed=2))
+    sync()
+    dt = time.perf_counter() - t1
+    seqs, toks, stopped = _count(comps)
+    emit(work, "hf_rollout", "ok", entry=entry, note=f"instead of vLLM: {why}", precision="fp32 (as train_rl)",
+         prompts=len(prompts), n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"],
+         sequences=seqs, generated_tokens=toks, stopped_on_eos=stopped, seconds=round(dt, 3),
+         tokens_per_s=round(toks / dt, 1), weight_sync="none needed (the policy generates)", **device_info())
+
+
+# ---- RL update ------------------------------------------------------------------------------------------
+def part_rl(work: Path, smoke: bool, precision: str) -> None:
+    import contextlib
+    import inspect
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training import rl
+    from tasks.training.schedule import warmup_constant
+
+    s = settings(smoke)["rl"]
+    part = f"rl_update_{precision}"
+    model_dir = work / "model"
+    shape = model_shape(model_dir)
+    params = list(inspect.signature(rl._update).parameters)
+    if params[:7] != ["model", "opt", "sched", "rollouts", "cfg", "device", "step"]:
+        emit(work, part, "error", error=f"tasks.training.rl._update signature changed: {params}")
+        return
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
+    model.config.use_cache = True
+    # backend "vllm": the GPU case, where π_old of the later mini-batches is recomputed by a no-grad pass
+    cfg = rl.RLConfig(prompts_per_step=s["prompts"], rollouts_per_prompt=s["n"], mini_batches=s["mini_batches"],
+                      micro_batch_size=s["micro_batch_size"], backend="vllm", warmup_steps=1)
+    lr = cfg.lr or rl.default_rl_lr(model.config.hidden_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: warmup_constant(k, cfg.warmup_steps))
+    vocab = shape["tokenizer_vocab"]
+
+    def rollouts(step: int) -> list:
+        rng = random.Random(1000 + step)
+        out = []
+        for g in range(s["prompts"]):
+            p_ids = [rng.randrange(10, vocab) for _ in range(s["prompt_len"])]
+            rewards = [1.0, 0.0] * (s["n"] // 2) + [0.0] * (s["n"] % 2)  # mixed: no zero-variance group
+            rng.shuffle(rewards)
+            for r in rewards:
+                resp = [rng.randrange(10, vocab) for _ in range(rng.randint(s["resp_min"], s["resp_max"]))]
+                out.append(rl.Rollout(g, "math", p_ids, resp, r, r > 0, False))
+        return out
+
+    def update_flops(rs: list, step: int) -> float:
+        # _update shuffles with Random(seed·31 + step) (a permutation that depends only on the length),
+        # trains mini-batches of ⌈n/mini⌉; every mini-batch but the first gets a no-grad π_old pass first
+        order = list(range(len(rs)))
+        random.Random(cfg.seed * 31 + step).shuffle(order)
+        size = -(-len(rs) // cfg.mini_batches)
+        lens = [len(rs[i].prompt_ids) + len(rs[i].response_ids) for i in order]
+        return train_flops(shape, lens) + train_flops(shape, lens[size:], passes=1)
+
+    amp = (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    times, flops, toks, metrics = [], 0.0, 0, {}
+    total = s["warmup_updates"] + s["timed_updates"]
+    for step in range(total):
+        rs = rollouts(step)
+        sync()
+        t = time.perf_counter()
+        with amp:
+            metrics = rl._update(model, opt, sched, rs, cfg, device, step)
+        sync()
+        if step >= s["warmup_updates"]:
+            times.append(time.perf_counter() - t)
+            flops += update_flops(rs, step)
+            toks += sum(len(r.prompt_ids) + len(r.response_ids) for r in rs)
+    seconds = sum(times)
+    tflops, frac = mfu(flops, seconds)
+    emit(work, part, "ok", entry="tasks.training.rl._update", loss=cfg.loss,
+         precision=("fp32 weights, no autocast (what train_rl runs today)" if precision == "fp32"
+                    else "bf16 autocast wrapped around _update by this bench (train_rl has no bf16 option)"),
+         rollouts=s["prompts"] * s["n"], mini_batches=cfg.mini_batches, micro_batch_size=cfg.micro_batch_size,
+         prompt_len=s["prompt_len"], response_len=[s["resp_min"], s["resp_max"]],
+         warmup_updates=s["warmup_updates"], timed_updates=len(times),
+         update_s_median=round(statistics.median(times), 4), tokens_per_s=round(toks / seconds, 1),
+         model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
+         tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32), peak_mem_gib=peak_mem_gib(),
+         trained_rollouts=metrics.get("trained_rollouts"), grad_norm=metrics.get("grad_norm"),
+         **device_info())
+
+
+# ---- report ---------------------------------------------------------------------------------------------
+def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) -> None:
+    path = work / "results.jsonl"
+    results = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+    meta = {"smoke": smoke, "host": platform.node(), "python": platform.python_version(),
+            "peak_tflops": PEAK_TFLOPS, "settings": settings(smoke),
+            "mfu_formula": "MFU = sum_seq(6*N*s + 6*L*d_attn*s^2) / seconds / 989e12 (forward+backward; "
+                           "a no-grad forward counts a third of that)",
+            "total_s": round(time.time() - started, 1) if started else None}
+    try:
+        meta.update(device_info())
+    except Exception as e:  # noqa: BLE001 - the report must still be written
+        meta["device_error"] = repr(e)
+    doc = {"meta": meta, "results": results}
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"]).mkdir(parents=True, exist_ok=True)
+        (Path(os.environ["OUT"]) / "gpu.json").write_text(out_json.read_text())
+    bad = [r["part"] for r in results if r.get("status") not in ("ok", "skipped")]
+    print(f"wrote {out_json}: {len(results)} measurements" + (f"; not ok: {', '.join(bad)}" if bad else ""),
+          file=sys.stderr)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=["setup", "sft", "rollout", "rl", "report"])
+    ap.add_argument("--work", required=True, type=Path)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
+    ap.add_argument("--started", type=float, default=None)
+    a = ap.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    if a.part == "setup":
+        part_setup(a.work, a.smoke)
+    elif a.part == "sft":
+        part_sft(a.work, a.smoke)
+    elif a.part == "rollout":
+        part_rollout(a.work, a.smoke)
+    elif a.part == "rl":
+        part_rl(a.work, a.smoke, a.precision)
+    else:
+        part_report(a.work, a.smoke, a.out_json, a.started)
+
+
+if __name__ == "__main__":
+    main()
