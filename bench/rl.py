@@ -2,7 +2,7 @@
 
     python bench/rl.py [--model DIR] [--steps 4] [--prompts 8] [--group 8] [--mini-batches 2]
                        [--max-tokens 160] [--repeats 1] [--threads 1] [--grade-timeout 60]
-                       [--only ours|trl] [--filter]
+                       [--only ours|trl] [--filter] [--old-logprobs auto|rollout|recompute]
 
 Needs TRL in the venv (`pip install "trl==1.16.0" torch==2.13.0 transformers==5.19.0`: the pins stop pip
 from replacing the CPU torch). Without --model it builds the tiny preset (`klear model init --preset tiny`,
@@ -21,12 +21,14 @@ the tiny model gains nothing from two, and on a shared 2-core machine two thread
 one MathGrader with a `--grade-timeout` of 60 s (the trainer's default is 5 s, which a loaded machine
 exceeds, turning grades into infrastructure failures that drop rollouts; the table's run is flagged if
 any occur). An RL step = generate
-`prompts × group` completions (temperature 1.0, top-p 1, ≤ --max-tokens, transformers `generate`, no vLLM)
-→ grade them with tasks/grading's math grader (math-verify in a worker process) and turn grades into
-rewards with tasks/grading/rewards (format penalties included) → group-normalised advantages → one
-no-grad log-prob pass for the behaviour policy → `--mini-batches` optimizer steps over the rollouts
-(micro-batches of ≤ 32 rollouts). Step 1 is the warm-up (first grader spawn, allocator warm-up) and is
-not measured; nor is model loading. Throughput = completion tokens (eos included) generated in the
+`prompts × group` completions (temperature 1.0, top-p 1, ≤ --max-tokens, no vLLM; ours with
+tasks/generation/hf_backend.py's own decode loop, TRL with transformers `generate`) → grade them with
+tasks/grading's math grader (math-verify in a worker process) and turn grades into rewards with
+tasks/grading/rewards (format penalties included) → group-normalised advantages → the behaviour policy's
+log-probs for the mini-batches after the first (TRL: one no-grad pass; ours: the rollout log-probs, the
+policy itself having generated them, or the same no-grad pass with --old-logprobs recompute) →
+`--mini-batches` optimizer steps over the rollouts (micro-batches of ≤ 32 rollouts). Step 1 is the
+warm-up (first grader spawn, allocator warm-up) and is not measured; nor is model loading. Throughput = completion tokens (eos included) generated in the
 measured steps / wall time of those steps; tokens per CPU second of the child (all its threads, not the
 grader's worker process) is reported too, being less sensitive to other load on a shared machine.
 
@@ -37,10 +39,13 @@ Settings made equal (TRL's own defaults in brackets, where they differ):
   per prompt group, as our "grpo" advantage [group], num_iterations 1, generation batch = prompts × group,
   steps_per_generation = mini-batches × gradient accumulation, so TRL too takes `--mini-batches`
   optimizer steps per rollout batch and, being off-policy after the first, computes old log-probs with
-  one no-grad pass, as ours does; per_device_train_batch_size = min(32, rollouts / mini-batches) = our
+  one no-grad pass (ours with --old-logprobs recompute; by default it reuses the rollout log-probs,
+  ≤ 6.4e-6 away); per_device_train_batch_size = min(32, rollouts / mini-batches) = our
   micro_batch_size; lr 1e-4 constant after warm-up, weight decay 0.1, grad clip 1.0, temperature 1.0,
   top_p 1.0, top_k 0; same eos ids, pad id, chat template and `use_cache=True` on the model.
-Differences that stay: ours uses its GPPO loss (TRL has none; its dapo loss is PPO-clip: the same
+Differences that stay: ours generates with its own decode loop (shared prefill, KV buffer, row eviction,
+Gumbel-max sampling: the same distribution, other random draws) and by default skips the no-grad π_old
+pass (above); ours uses its GPPO loss (TRL has none; its dapo loss is PPO-clip: the same
 tensor work), adds the α·NLL term on correct rollouts (no extra forward) and logs TensorBoard metrics
 each step; TRL's reward function decodes the completion ids itself with special tokens kept, as ours
 does (TRL's `completions` strings drop `<think>`, a special token of our tokenizer, which would turn
@@ -49,13 +54,22 @@ are all equal before the update, which TRL does not do: it is off here so both t
 completion (`--filter` turns it on, our default, and then ours does less work per step).
 Writes bench/out/rl.json.
 
-Measured (2026-11-30, demo SFT model, defaults, 1 thread, a shared 2-core machine at load 6-14): per RL
-step 2.7-3.5 CPU-s ours, 3.3-3.6 TRL; ours ≈ 55% generation (HF `generate`, the same code for both:
-decode is copy-bound, repeat_kv + KV-cache torch.cat ≈ 30% of it), ≈ 40% update (no-grad π_old pass,
-2 × forward+backward), ≈ 1-2% grading; TRL splits the same way. Equal work: ours/TRL x1.01-1.28 in CPU
-time per session, x0.92-1.65 wall per alternating pair (median of 5 pairs x1.21), so read the CPU
-column and the per-pair ratios, not one wall figure. With our zero-variance filter on (--filter) ours
-trains only the groups that carry signal: x1.35 wall and CPU.
+Measured (2026-11-30, demo SFT model, defaults, --repeats 3, 1 thread, a shared 2-core machine at 1-min
+load 0.4-2.2, this benchmark's own child included). CPU-s per RL step and ours/TRL tokens per CPU-s and
+per wall-s, overall and per alternating pair:
+  before (46c4e14: HF `generate` for both, π_old pass)  ours 2.41-2.56, TRL 2.26-2.74 CPU-s;
+      ours ≈ 48% generation (1.15-1.29 s a step); x1.00 CPU, x1.04 wall (pairs x1.10, x0.99, x1.03)
+  equal work (--old-logprobs recompute)  ours 1.51-1.64, TRL 2.27-2.97 CPU-s; ours ≈ 26% generation
+      (0.39-0.44 s a step); x1.74 CPU, x1.82 wall (pairs x2.06, x1.44, x1.98)
+  defaults (π_old = the rollout log-probs)  ours 1.32-1.55, TRL 2.35-2.88 CPU-s; ours ≈ 32%
+      generation; x1.84 CPU, x1.94 wall (pairs x1.88, x1.94, x1.98)
+  --filter (our zero-variance filter on: ours trains only the groups that carry signal)  ours
+      1.21-1.37, TRL 2.15-3.08 CPU-s; x2.07 CPU, x2.13 wall (pairs x2.37, x1.80, x2.19)
+The decode loop makes generation ≈ 2.3x cheaper per token (tasks/generation/hf_backend.py's docstring:
+11.6 → 4.65 CPU-ms per decode step at 64 rows); skipping the π_old pass saves another ≈ 0.15 s a step
+(ours' non-generation time 1.10-1.23 → 0.92-1.10 s a step). TRL's reward function (decode + grading) is
+5-6% of its wall time; the rest of its step is `generate` and the update. On a busier machine (load 6-14, earlier figures for the old code: x1.01-1.28 CPU, x0.92-1.65 wall per pair)
+wall ratios scatter, so read the CPU column and the per-pair ratios, not one wall figure.
 """
 from __future__ import annotations
 
@@ -137,7 +151,7 @@ def run_ours(a, prompts: Path, out: Path) -> dict:
     cfg = RLConfig(steps=a.steps, prompts_per_step=a.prompts, rollouts_per_prompt=a.group,
                    mini_batches=a.mini_batches, micro_batch_size=MAX_MICRO, lr=LR, warmup_steps=WARMUP_RL_STEPS,
                    temperature=1.0, top_p=1.0, max_tokens=a.max_tokens, seed=a.seed, save_every=10**9,
-                   domains=("math",), filter_zero_variance=a.filter)
+                   domains=("math",), filter_zero_variance=a.filter, old_logprobs=a.old_logprobs)
     marks, cpu, tokens, gen_s, vals = [], [], [], [], []
     graders = {"math": MathGrader(timeout=a.grade_timeout)}
 
@@ -277,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="math grader timeout, s (default 5 in the trainer; a loaded machine times out at 5)")
     ap.add_argument("--filter", action="store_true", help="our zero-variance group filter on (our default)")
     ap.add_argument("--only", choices=["ours", "trl"])
+    ap.add_argument("--old-logprobs", choices=["auto", "rollout", "recompute"], default="auto",
+                    help="ours: π_old of mini-batches after the first (auto = the rollout log-probs here)")
     ap.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -304,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                        "--mini-batches", str(a.mini_batches), "--max-tokens", str(a.max_tokens),
                        "--threads", str(a.threads), "--seed", str(a.seed), "--grade-timeout", str(a.grade_timeout)]
                 cmd += ["--filter"] if a.filter else []
+                cmd += ["--old-logprobs", a.old_logprobs]
                 env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(a.threads),
                        "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
