@@ -51,6 +51,7 @@ test_hf_lean_loop.py): log-probs within 1e-4 of a full forward pass, greedy iden
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Sequence
 
@@ -72,6 +73,7 @@ def _sdpa_gqa(module, query, key, value, attention_mask, dropout=0.0, scaling=No
     return out.transpose(1, 2).contiguous(), None
 
 
+@functools.cache
 def _register() -> None:
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
@@ -80,9 +82,7 @@ def _register() -> None:
     AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)  # only used if a caller passes a 2-D mask
 
 
-_register()
-
-
+@functools.cache
 def _buffer_layer_cls():
     from transformers.cache_utils import DynamicLayer
 
@@ -212,6 +212,8 @@ class HFGenerator:
         eos = torch.tensor(sorted(self.eos_ids), device=dev)
         cfg = model.config
         own_attn = cfg._attn_implementation in ("sdpa", GQA_SDPA)
+        if own_attn:
+            _register()
         saved_attn = cfg._attn_implementation
         cache = self._new_cache(L + T)
 
