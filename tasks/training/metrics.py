@@ -13,7 +13,7 @@ class MetricsLog:
         if resume_from_step is None:
             self.path.write_text("")
         elif self.path.exists():  # drop lines written after the checkpoint we resume from
-            keep = [l for l in self.path.read_text().splitlines() if l and json.loads(l)["step"] <= resume_from_step]
+            keep = [json.dumps(r) for r in _rows(self.path, torn_tail_ok=True) if r["step"] <= resume_from_step]
             self.path.write_text("".join(l + "\n" for l in keep))
         self._tb = None
         try:
@@ -38,9 +38,27 @@ class MetricsLog:
             self._tb.close()
 
 
+def _rows(path: Path, torn_tail_ok: bool = False) -> list[dict]:
+    """The JSON lines of `path`. `torn_tail_ok`: a last line cut short (the run was killed while writing
+    it; it has no newline) is dropped: the step it logged is retrained after the resume anyway."""
+    text = path.read_text()
+    lines = text.splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if torn_tail_ok and i == len(lines) - 1 and not text.endswith("\n"):
+                break
+            raise ValueError(f"{path} line {i + 1}: not JSON") from None
+    return rows
+
+
 def read_metrics(out: Path) -> list[dict]:
     path = Path(out) / "metrics.jsonl"
-    return [json.loads(l) for l in path.read_text().splitlines() if l] if path.exists() else []
+    return _rows(path) if path.exists() else []
 
 
 def plot_curve(rows: Iterable[dict], key: str, out: Path, title: str) -> Path:

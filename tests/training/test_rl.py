@@ -54,6 +54,26 @@ def test_kill_and_resume_gives_the_same_continuation(sft_model, tmp_path):
 
 
 
+def test_sigkill_mid_run_then_resume_gives_the_same_continuation(sft_model, tmp_path):
+    """A real SIGKILL of the RL process after a checkpoint, then resume: the same per-step metrics as an
+    uninterrupted run (rollouts, rewards and updates are seeded per step)."""
+    from tests.training.killing import kill_after_checkpoint
+
+    model, data = sft_model
+    cfg = _cfg(steps=8, save_every=1)
+    full = train_rl(model, data, str(tmp_path / "full"), cfg)
+    out = tmp_path / "killed"
+    code = (f"from tasks.training.rl import train_rl; from tests.training.test_rl import _cfg; "
+            f"train_rl({model!r}, {data!r}, {str(out)!r}, _cfg(steps=8, save_every=1))")
+    killed_at = kill_after_checkpoint(code, out, final_step=8)
+    assert 1 <= killed_at < 8
+    resumed = train_rl(model, data, str(out), cfg, resume=True)
+    keys = ("reward_mean", "loss", "response_len")
+    flat = lambda res: [r[k] for r in res["metrics"] for k in keys]  # noqa: E731
+    assert [r["step"] for r in resumed["metrics"]] == list(range(1, 9))
+    assert flat(resumed) == pytest.approx(flat(full), rel=1e-5)
+
+
 def test_behaviour_logprobs_have_training_numerics(sft_model):
     """π_old is the behaviour policy's log-prob, rollout by rollout, with the training pass's numerics: with
     a learning rate too small to move any fp32 weight, π/π_old is exactly 1 in both mini-batches (the first

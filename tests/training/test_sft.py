@@ -146,3 +146,23 @@ def test_fsdp_two_processes_match_one_and_resume_across_strategies(setup, tmp_pa
         "".join(line + "\n" for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()[:3]))
     sharded = run_sft(model, data, str(tmp_path / "one"), fsdp, resume=True, nproc=2)
     assert sharded.losses == pytest.approx(one.losses, rel=1e-5)
+
+
+def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_curve(setup, tmp_path):
+    """A real SIGKILL of a training process (no clean shutdown, possibly mid-write), then `--resume`: the
+    loss curve equals an uninterrupted run with the same seed."""
+    from dataclasses import asdict
+
+    from tests.training.killing import kill_after_checkpoint
+
+    model, data, _ = setup
+    cfg = SFTConfig(epochs=6, batch_size=4, micro_batch_size=2, seq_len=128, save_every=4)
+    full = train_sft(model, data, str(tmp_path / "full"), cfg)
+    out = tmp_path / "killed"
+    code = (f"from tasks.training.sft_main import main; "
+            f"main([{model!r}, {data!r}, {str(out)!r}, {json.dumps(asdict(cfg))!r}])")
+    killed_at = kill_after_checkpoint(code, out, final_step=full.steps)
+    assert 4 <= killed_at < full.steps
+    resumed = train_sft(model, data, str(out), cfg, resume=True)
+    assert resumed.steps == full.steps
+    assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
