@@ -24,8 +24,8 @@
 #                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout)
 #   rl fp32  (80 s)  tasks.training.rl._update, GPPO, 16 prompts × 8 rollouts (prompt 128, response
 #                    384-1024 tokens, mixed rewards), 2 mini-batches, micro-batch 8: 1 warm-up + 2 timed
-#                    updates, as train_rl runs them today (fp32, no autocast)
-#   rl bf16  (60 s)  the same under a bf16 autocast this script wraps around _update (train_rl has no bf16)
+#                    updates in fp32 (RLConfig.bf16=False)
+#   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast, fp32 weights; train_rl's GPU default)
 #
 # MFU (model FLOPs utilisation), stated once for every part:
 #   MFU = Σ_sequences (6·N·s + 6·L·d_attn·s²) / seconds / 989e12

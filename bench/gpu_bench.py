@@ -400,7 +400,6 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
 
 # ---- RL update ------------------------------------------------------------------------------------------
 def part_rl(work: Path, smoke: bool, precision: str) -> None:
-    import contextlib
     import inspect
 
     import torch
@@ -422,7 +421,8 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
     model.config.use_cache = True
     # backend "vllm": the GPU case, where π_old of the later mini-batches is recomputed by a no-grad pass
     cfg = rl.RLConfig(prompts_per_step=s["prompts"], rollouts_per_prompt=s["n"], mini_batches=s["mini_batches"],
-                      micro_batch_size=s["micro_batch_size"], backend="vllm", warmup_steps=1)
+                      micro_batch_size=s["micro_batch_size"], backend="vllm", warmup_steps=1,
+                      bf16=precision == "bf16")
     lr = cfg.lr or rl.default_rl_lr(model.config.hidden_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: warmup_constant(k, cfg.warmup_steps))
@@ -449,7 +449,6 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
         lens = [len(rs[i].prompt_ids) + len(rs[i].response_ids) for i in order]
         return train_flops(shape, lens) + train_flops(shape, lens[size:], passes=1)
 
-    amp = (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     times, flops, toks, metrics = [], 0.0, 0, {}
@@ -458,8 +457,7 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
         rs = rollouts(step)
         sync()
         t = time.perf_counter()
-        with amp:
-            metrics = rl._update(model, opt, sched, rs, cfg, device, step)
+        metrics = rl._update(model, opt, sched, rs, cfg, device, step)
         sync()
         if step >= s["warmup_updates"]:
             times.append(time.perf_counter() - t)
@@ -468,8 +466,8 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
     seconds = sum(times)
     tflops, frac = mfu(flops, seconds)
     emit(work, part, "ok", entry="tasks.training.rl._update", loss=cfg.loss,
-         precision=("fp32 weights, no autocast (what train_rl runs today)" if precision == "fp32"
-                    else "bf16 autocast wrapped around _update by this bench (train_rl has no bf16 option)"),
+         precision=("fp32 (RLConfig.bf16=False)" if precision == "fp32"
+                    else "bf16 autocast, fp32 weights + AdamW (RLConfig.bf16=True, train_rl's GPU default)"),
          rollouts=s["prompts"] * s["n"], mini_batches=cfg.mini_batches, micro_batch_size=cfg.micro_batch_size,
          prompt_len=s["prompt_len"], response_len=[s["resp_min"], s["resp_max"]],
          warmup_updates=s["warmup_updates"], timed_updates=len(times),

@@ -73,6 +73,8 @@ class RLConfig:
     eval_k: int = 4
     backend: str = "hf"                   # "vllm" on GPU
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
+    bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
+    #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
     domains: tuple[str, ...] = ("math", "code")
     min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
     max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
@@ -185,8 +187,20 @@ def _rollouts(batch, prompts, comps, grades, tok, cfg: RLConfig) -> list[Rollout
     return out
 
 
+def _bf16(cfg: RLConfig, device) -> bool:
+    if cfg.bf16 is not None:
+        return cfg.bf16
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()
+
+
 def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, step: int) -> dict:
-    """Advantages, filtering, then `mini_batches` optimizer steps; returns the step's metrics."""
+    """Advantages, filtering, then `mini_batches` optimizer steps; returns the step's metrics. Forward and
+    backward passes run under bf16 autocast when `_bf16` says so (log-probs are taken in fp32)."""
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=_bf16(cfg, device)):
+        return _update_steps(model, opt, sched, rollouts, cfg, device, step)
+
+
+def _update_steps(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, step: int) -> dict:
     scored = [r for r in rollouts if r.reward is not None and r.response_ids]
     infra = len(rollouts) - len(scored)
     if cfg.overlong_filter:
@@ -213,7 +227,8 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
     random.Random(cfg.seed * 31 + step).shuffle(train)
     model.train()
     size = -(-len(train) // cfg.mini_batches)
-    old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device, _use_rollout_logprobs(cfg))
+    old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device,
+                                   _use_rollout_logprobs(cfg) and not _bf16(cfg, device))
     agg: dict[str, list[float]] = {}
     for m in range(0, len(train), size):
         mb, mb_old = train[m:m + size], old_flat[m:m + size]

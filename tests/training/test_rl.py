@@ -74,6 +74,22 @@ def test_sigkill_mid_run_then_resume_gives_the_same_continuation(sft_model, tmp_
     assert flat(resumed) == pytest.approx(flat(full), rel=1e-5)
 
 
+def test_bf16_update_runs_and_recomputes_behaviour_logprobs(sft_model, tmp_path, monkeypatch):
+    """RLConfig.bf16 (the GPU default) trains under bf16 autocast; π_old then comes from a pass with the
+    training numerics, not from the fp32 rollout log-probs."""
+    import math
+
+    from tasks.training import rl
+
+    seen = []
+    real = rl._behaviour_logprobs
+    monkeypatch.setattr(rl, "_behaviour_logprobs", lambda *a, **k: seen.append(a[-1]) or real(*a, **k))
+    model, data = sft_model
+    res = train_rl(model, data, str(tmp_path / "rl"), _cfg(steps=2, save_every=100, bf16=True))
+    assert res["steps"] == 2 and all(math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"]) for m in res["metrics"])
+    assert seen and not any(seen)  # from_rollouts=False under bf16
+
+
 def test_behaviour_logprobs_have_training_numerics(sft_model):
     """π_old is the behaviour policy's log-prob, rollout by rollout, with the training pass's numerics: with
     a learning rate too small to move any fp32 weight, π/π_old is exactly 1 in both mini-batches (the first
