@@ -128,8 +128,11 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
             opt.zero_grad(set_to_none=True)
             step = global_step + 1
             losses.append(loss)
+            seconds = max(1e-9, time.perf_counter() - t0)
+            n_in = sum(sum(seg >= 0 for seg in p.segments) for p in batch)  # whole batch: all ranks
             values = {"loss": loss, "lr": sched.get_last_lr()[0], "grad_norm": gnorm, "epoch": epoch,
-                      "tokens": n_tok, "tokens_per_s": n_tok / max(1e-9, time.perf_counter() - t0)}
+                      "tokens": n_tok, "tokens_per_s": n_tok / seconds,  # response (loss) tokens
+                      "input_tokens": n_in, "input_tokens_per_s": n_in / seconds}  # packed, padding excluded
             if ctx.is_main:
                 metrics.log(step, values)
                 if on_step:

@@ -46,7 +46,9 @@ def test_loss_falls(setup, tmp_path):
     res = train_sft(model, data, str(tmp_path / "out"), SFTConfig(epochs=6, batch_size=4, micro_batch_size=2, seq_len=128, save_every=1000))
     assert res.steps > 5 and res.losses[-1] < 0.6 * res.losses[0]
     assert (tmp_path / "out" / "config.json").exists() and (tmp_path / "out" / "loss.png").exists()
-    assert (tmp_path / "out" / "metrics.jsonl").read_text().count("\n") == res.steps
+    rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == res.steps
+    assert all(r["tokens"] < r["input_tokens"] <= 4 * 128 for r in rows)  # response ⊂ input ≤ batch × seq_len
 
 
 def test_micro_batching_does_not_change_the_loss(setup, tmp_path):
