@@ -95,22 +95,28 @@ MAX_MICRO = 32       # our default micro_batch_size
 # ---------------------------------------------------------------- data and model
 
 
-def write_prompts(out: Path, n: int) -> Path:
-    """The first n rewardable math rows of the demo task, planted hazard rows skipped, as canonical jsonl."""
+def demo_math_chain_rows(out: Path):
+    """The demo task's math_chain rows as canonical problem rows, in file order, its planted hazard rows
+    (malformed, duplicate, contaminated…; not the flawed ones, which are ordinary rows) skipped."""
     from tasks.curation.demo_data import write_demo_sources
     from tasks.curation.schema import Malformed, to_problem
 
     files = write_demo_sources(out / "demo")
     manifest = json.loads(files.manifest.read_text())
     hazards = {r["row"] for r in manifest["rows"] if r["source"] == "math_chain" and r["kind"] != "flawed"}
-    rows = []
     for i, line in enumerate(files.math_chain.read_text().splitlines(), start=1):
         if i in hazards:
             continue
         try:
-            p = to_problem(json.loads(line), "file").as_row()
+            yield to_problem(json.loads(line), "file").as_row()
         except (Malformed, ValueError):
             continue
+
+
+def write_prompts(out: Path, n: int) -> Path:
+    """The first n rewardable math rows of the demo task, planted hazard rows skipped, as canonical jsonl."""
+    rows = []
+    for p in demo_math_chain_rows(out):
         if p["domain"] == "math" and p.get("answer") is not None:
             rows.append({"problem": p["problem"], "domain": "math", "answer": p["answer"]})
         if len(rows) == n:

@@ -59,20 +59,10 @@ LR = 1e-3
 
 def write_examples(out: Path, n: int) -> Path:
     """The first n demo math_chain rows with a response (hazard rows skipped), canonical jsonl."""
-    from tasks.curation.demo_data import write_demo_sources
-    from tasks.curation.schema import Malformed, to_problem
+    from bench.rl import demo_math_chain_rows
 
-    files = write_demo_sources(out / "demo")
-    manifest = json.loads(files.manifest.read_text())
-    hazards = {r["row"] for r in manifest["rows"] if r["source"] == "math_chain" and r["kind"] != "flawed"}
     rows = []
-    for i, line in enumerate(files.math_chain.read_text().splitlines(), start=1):
-        if i in hazards:
-            continue
-        try:
-            p = to_problem(json.loads(line), "file").as_row()
-        except (Malformed, ValueError):
-            continue
+    for p in demo_math_chain_rows(out):
         if p.get("response"):
             rows.append({"problem": p["problem"], "response": p["response"]})
         if len(rows) == n:
