@@ -12,7 +12,8 @@ it from its own pass; for the others it is, per `old_logprobs`, either recompute
 before the first update ("recompute", training numerics exactly) or taken from the rollout engine
 ("rollout": free; only when the engine is the policy itself in the same precision, i.e. the transformers
 backend, whose rollout log-probs differ from the training pass by ≤ 6.4e-6, mean 3e-8, measured on the demo
-SFT model, 128 rollouts, 10k tokens; "auto" = "rollout" for backend "hf", else "recompute"). Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
+SFT model, 128 rollouts, 10k tokens; "auto" = "rollout" for backend "hf" without bf16, else "recompute").
+Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
 The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, whose weights are pushed in
 place after every optimizer step (tasks/generation/vllm_backend.py).
 """
@@ -228,7 +229,7 @@ def _update_steps(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, dev
     model.train()
     size = -(-len(train) // cfg.mini_batches)
     old_flat = _behaviour_logprobs(model, train, size, cfg.micro_batch_size, device,
-                                   _use_rollout_logprobs(cfg) and not _bf16(cfg, device))
+                                   _use_rollout_logprobs(cfg, device))
     agg: dict[str, list[float]] = {}
     for m in range(0, len(train), size):
         mb, mb_old = train[m:m + size], old_flat[m:m + size]
@@ -266,10 +267,14 @@ def _chunks(xs, n):
     return [xs[i:i + n] for i in range(0, len(xs), n)]
 
 
-def _use_rollout_logprobs(cfg: RLConfig) -> bool:
+def _use_rollout_logprobs(cfg: RLConfig, device) -> bool:
+    """"auto": the rollout log-probs when the engine is the policy itself at training precision (backend
+    "hf", no bf16 autocast in the update); else the recomputed pass."""
     if cfg.old_logprobs not in ("auto", "rollout", "recompute"):
         raise ValueError(f"old_logprobs must be auto, rollout or recompute, not {cfg.old_logprobs!r}")
-    return cfg.old_logprobs == "rollout" or (cfg.old_logprobs == "auto" and cfg.backend == "hf")
+    if cfg.old_logprobs == "auto":
+        return cfg.backend == "hf" and not _bf16(cfg, device)
+    return cfg.old_logprobs == "rollout"
 
 
 def _behaviour_logprobs(model, train, size: int, micro: int, device,

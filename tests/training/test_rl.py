@@ -144,7 +144,10 @@ def test_rollout_logprobs_as_behaviour_policy(sft_model, monkeypatch):
                            torch.device("cpu"), 0)
         return v, len(calls)
 
-    assert rl_mod._use_rollout_logprobs(RLConfig()) and not rl_mod._use_rollout_logprobs(RLConfig(backend="vllm"))
+    cpu = torch.device("cpu")
+    assert rl_mod._use_rollout_logprobs(RLConfig(), cpu) and not rl_mod._use_rollout_logprobs(RLConfig(backend="vllm"), cpu)
+    assert not rl_mod._use_rollout_logprobs(RLConfig(bf16=True), cpu)  # auto: recompute under bf16
+    assert rl_mod._use_rollout_logprobs(RLConfig(bf16=True, old_logprobs="rollout"), cpu)  # explicit choice kept
     recomputed, n_re = run(rollouts, old_logprobs="recompute")
     reused, n_ro = run(rollouts)  # auto + hf → rollout
     assert n_ro == n_re - 1  # one training pass per mini-batch, no no-grad pass
