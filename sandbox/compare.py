@@ -16,10 +16,13 @@ from typing import Any
 
 
 def _decimals(line: str) -> list[Decimal] | None:
+    """The line's tokens as finite Decimals, or None (a NaN or infinity token compares as text only: a
+    signalling NaN would raise on ==, and "nan" never equals "nan" numerically)."""
     try:
-        return [Decimal(tok) for tok in line.split()]
-    except InvalidOperation:
+        values = [Decimal(tok) for tok in line.split()]
+    except (InvalidOperation, ValueError):
         return None
+    return values if all(v.is_finite() for v in values) else None
 
 
 def _tolerant(a: str, b: str, tol: float) -> bool:
@@ -31,7 +34,7 @@ def _tolerant(a: str, b: str, tol: float) -> bool:
             continue
         try:
             fx, fy = float(x), float(y)
-        except ValueError:
+        except (ValueError, OverflowError):
             return False
         if not math.isclose(fx, fy, rel_tol=tol, abs_tol=tol):
             return False
@@ -80,25 +83,43 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, set):
         return frozenset(value)
     if isinstance(value, dict):
-        return Opaque(repr(value))
+        return Opaque(repr(value)[:200])
     return value
 
 
 def decode_value(value: Any) -> Any:
-    """Inverse of runner.encode_value (tuples arrive as lists)."""
+    """Inverse of runner.encode_value. Whatever arrives (the program may have written it itself) decodes
+    to plain data or to Opaque values; a malformed tag is Opaque, never an exception."""
+    try:
+        return _decode(value)
+    except Exception as exc:  # RecursionError, a bad tag shape, a 5,000-digit decimal int...
+        return Opaque(f"<undecodable: {type(exc).__name__}>")
+
+
+def _decode(value: Any) -> Any:
     if isinstance(value, list):
-        return [decode_value(v) for v in value]
+        return [_decode(v) for v in value]
     if not isinstance(value, dict):
         return value
     if "__int__" in value:
-        return int(value["__int__"])
+        text = value["__int__"]
+        if not isinstance(text, str) or len(text) > 1 << 20:
+            raise ValueError("bad int")
+        return int(text, 16) if text.lstrip("-").startswith("0x") else int(text)
     if "__float__" in value:
         return float(value["__float__"])
+    if "__tuple__" in value:
+        return tuple(_decode(v) for v in value["__tuple__"])
     if "__dict__" in value:
-        return {_hashable(decode_value(k)): decode_value(v) for k, v in value["__dict__"]}
+        return {_hashable(_decode(k)): _decode(v) for k, v in value["__dict__"]}
     if "__set__" in value:
-        return {_hashable(decode_value(v)) for v in value["__set__"]}
-    return Opaque(f"<{value.get('__type__', '?')}: {value.get('__repr__', '')}>")
+        return {_hashable(_decode(v)) for v in value["__set__"]}
+    if "__bytes__" in value:
+        return bytes.fromhex(value["__bytes__"])
+    if "__complex__" in value:
+        re, im = value["__complex__"]
+        return complex(_decode(re), _decode(im))
+    return Opaque(f"<{str(value.get('__type__', '?'))[:80]}: {str(value.get('__repr__', ''))[:200]}>")
 
 
 def listify(value: Any) -> Any:

@@ -1,6 +1,7 @@
 """One submission end to end: validate the row, sample its tests, run them in one round trip, judge.
 
-    verify_submission({"id": ..., "code": ..., "tests": ..., "language"?: ..., "time_limit"?: ...}, pool)
+    verify_submission({"id": ..., "code": ..., "tests": ..., "language"?: ..., "time_limit"?: ...,
+                       "problem_id"?: ...}, pool)
     -> {"id", "verdict", "passed", "total", "reward", "details"}
 
 A bad row never raises: no code is a compile_error (the model produced nothing runnable: lowest
@@ -26,7 +27,8 @@ LANGUAGES = {"python": "python", "python3": "python", "py": "python", "py3": "py
 class Prepared:
     row_id: Any
     suite: TestSuite
-    indices: list[int]  # which tests of the suite run, in order
+    indices: list[int]  # which tests of the suite are scored, in order
+    runs: list[int]  # for each of them, the position of its run in job["tests"]
     job: dict  # the runner request
     cpu_limit: float
     timeout_s: float  # host-side deadline for the whole round trip (before slack)
@@ -48,7 +50,11 @@ def prepare(row: Any, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
         suite = parse_tests(row.get("tests"))
     except InvalidTests as exc:
         return _bad(row_id, SANDBOX_ERROR, f"invalid_tests: {exc}")
-    indices = sample_indices(len(suite), config.max_tests, config.seed, row_id)
+    # Sampling is keyed by the problem, not the row: every rollout of one problem (rows "P-0", "P-1", ...
+    # carrying problem_id P) is scored on the same tests, so group advantages compare like with like.
+    sample_key = row.get("problem_id")
+    indices = sample_indices(len(suite), config.max_tests, config.seed,
+                             row_id if sample_key is None else sample_key)
     if not code or not code.strip():
         return _bad(row_id, COMPILE_ERROR, "no code", total=len(indices))
     language = LANGUAGES.get(str(row.get("language") or "python").strip().lower())
@@ -68,12 +74,12 @@ def prepare(row: Any, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
                         len(indices))
     limits = config.limits
     cpu = time_limit or limits.time_limit_s
+    tests, runs = suite.plan(indices)
     job = {"op": "run", "language": language, "mode": suite.mode, "code": code,
-           "fn_name": suite.fn_name, "tests": [suite.runner_test(i) for i in indices],
-           "limits": limits.to_runner(cpu)}
-    # Worst case: every test runs to its wall deadline (plus the runner's own cleanup), then compile.
-    timeout = len(indices) * (limits.wall_s(cpu) + 0.5) + (limits.compile_time_s if language == "cpp" else 0)
-    return Prepared(row_id, suite, indices, job, cpu, timeout)
+           "fn_name": suite.fn_name, "tests": tests, "limits": limits.to_runner(cpu)}
+    # Worst case: every run goes to its wall deadline (plus the runner's own cleanup), then compile.
+    timeout = len(tests) * (limits.wall_s(cpu) + 0.5) + (limits.compile_time_s if language == "cpp" else 0)
+    return Prepared(row_id, suite, indices, runs, job, cpu, timeout)
 
 
 def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig()) -> dict:
@@ -87,10 +93,15 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
         why = "compile timed out" if compiled.get("timed_out") else (compiled.get("stderr") or "").strip()[-1500:]
         return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})
     results = response.get("results", [])
+    if len(results) != len(prepared.job["tests"]):
+        return result_row(prepared.row_id, SANDBOX_ERROR, 0, total,
+                          {**details, "reason": f"runner returned {len(results)} results for "
+                                                f"{len(prepared.job['tests'])} runs"})
     verdicts, tests, message = [], [], ""
-    for raw, index in zip(results, prepared.indices):
+    for index, run in zip(prepared.indices, prepared.runs):
+        raw = results[run]
         verdict, why = judge_test(raw, prepared.suite, index, prepared.cpu_limit, config.float_tolerance,
-                                    config.unwrap_outputs)
+                                  config.unwrap_outputs)
         verdicts.append(verdict)
         entry = {"index": index, "verdict": verdict}
         if verdict != SKIPPED:
@@ -100,9 +111,6 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
             return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})
         if why and not message and verdict != SKIPPED:
             message = why
-    if len(results) != total:
-        return result_row(prepared.row_id, SANDBOX_ERROR, 0, total,
-                          {**details, "reason": f"runner returned {len(results)} results for {total} tests"})
     verdict, passed, reward = summarize(verdicts, total)
     details["tests"] = tests
     if message:

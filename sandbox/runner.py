@@ -9,12 +9,19 @@ one JSON response per line on stdout (nothing else is ever written there).
      "fn_name": "...", "tests": [{"stdin": "..."} | {"args": [...]} | {"assert_code": "..."}],
      "limits": {...see LIMIT_DEFAULTS...}}
 
-The runner never sees expected outputs: it reports raw facts per test (exit status, signal, CPU and
-wall time, peak memory, captured stdout, the harness report) and the host judges them. Each test runs in
-a child forked from this process (no interpreter start-up), in a fresh scratch dir, with its own
-rlimits and a wall-clock deadline. After every test, as PID 1, the runner SIGKILLs every other process
-in the container (kill(-1)), reaps them and wipes /tmp and /dev/shm, so daemonised children and files
-never outlive the test that made them.
+The runner never sees expected outputs and decides nothing: it reports raw facts per test (exit status,
+signal, CPU and wall time, peak memory, captured stdout, the harness reports) and the host judges them.
+An assert-style test arrives already rewritten by the host (sandbox/asserts.py): its asserts are
+`__observe__(k, lambda: EXPR)` calls, and the harness reports each observed value as plain data.
+Call-based and assert code runs as an imported module named `solution` (`__name__ != "__main__"`).
+
+Each test runs in a child forked from this process (no interpreter start-up), in a fresh scratch dir,
+with its own rlimits and a wall-clock deadline. Its CPU time counts every descendant: the runner is the
+container's init, so orphans are reparented to it and reaped, and the CPU of everything reaped during
+the test (getrusage(RUSAGE_CHILDREN) before and after) is the test's. After every test, as PID 1, the
+runner SIGKILLs every other process in the container (kill(-1)), reaps them, removes every SysV IPC
+object (shared memory, message queues, semaphore sets) and wipes /tmp, /dev/shm and /dev/mqueue, so
+daemonised children, files, IPC state and the memory they hold never outlive the test that made them.
 
 Hardening of the runner itself: it is not dumpable (so /proc/1/fd and /proc/1/mem are closed to the
 programs it runs, which share its uid), it installs no signal handlers (PID 1 then ignores every
@@ -34,14 +41,14 @@ import sys
 import time
 import types
 
-VERSION = 1
+VERSION = 2
 # Destructive housekeeping (kill(-1), wiping /tmp) happens only when all three say we are the
 # sandbox container's init: started with --sandbox, as PID 1, not as root. Anywhere else (a developer
 # running this file by hand) the runner uses a private temp dir and kills only its children's groups.
 IS_INIT = os.getpid() == 1
 SANDBOXED = IS_INIT and os.getuid() != 0 and "--sandbox" in sys.argv
 if SANDBOXED:
-    SCRATCH_ROOTS = ("/tmp", "/dev/shm")
+    SCRATCH_ROOTS = ("/tmp", "/dev/shm", "/dev/mqueue")
     WORK_DIR = "/tmp/run"  # fresh per test; the program's cwd, HOME and TMPDIR
     BUILD_DIR = "/tmp/.klear-build"  # compiled C++ binary; survives the per-test wipe within one job
 else:
@@ -69,14 +76,29 @@ LIMIT_DEFAULTS = {
     "compile_memory_bytes": 2 << 30,  # C++ compile address-space limit
 }
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36  # outside a container: orphans come back to us, so their CPU is counted
+IPC_RMID = 0
+MAX_REPORTS = 10000  # report lines kept per test (one per observation, plus the final one)
+MAX_REPORT_DEPTH = 250  # nesting accepted in a report line; deeper is garbled (never a runner crash)
+OBSERVE = "__observe__"  # the harness function an assert-style test calls (see sandbox/asserts.py)
 SETUP_FAILED = 125  # child exit status when preparing a test failed before the program started
 READY_FD = 4  # in the child, until the program starts: where it reports that setup went well
 
 
 # ----------------------------------------------------------------------------------------- helpers
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
 def _prctl(option, value):
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        _libc().prctl(option, value, 0, 0, 0)
     except Exception:
         pass
 
@@ -103,29 +125,95 @@ def _oom_kills():
     return None
 
 
-def _wipe(path, keep=()):
-    """Remove everything under path (not path itself), making read-only dirs writable first."""
-    ok = True
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _scan(fd, skip=()):
+    """Unlink every non-directory in the open dir `fd`; return the names of its subdirectories."""
+    ok, dirs = True, []
     try:
-        names = os.listdir(path)
+        entries = list(os.scandir(fd))
     except OSError:
-        return True
-    for name in names:
-        full = os.path.join(path, name)
-        if full in keep:
+        return False, dirs
+    for entry in entries:
+        if entry.name in skip:
             continue
         try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                try:
-                    os.chmod(full, 0o700)
-                except OSError:
-                    pass
-                ok = _wipe(full) and ok
-                os.rmdir(full)
+            if entry.is_dir(follow_symlinks=False):
+                dirs.append(entry.name)
             else:
-                os.unlink(full)
+                os.unlink(entry.name, dir_fd=fd)
         except OSError:
             ok = False
+    return ok, dirs
+
+
+def _wipe(path, keep=()):
+    """Remove everything under path (not path itself), making read-only dirs writable first.
+
+    Iterative and fd-relative: any depth or width of tree costs one open directory at a time and each
+    directory is listed once (a program's 1,100-deep or 100,000-wide tree cannot recurse or go quadratic).
+    """
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return True
+    skip = {os.path.basename(k) for k in keep if os.path.dirname(k) == path}
+    ok, first = _scan(fd, skip)
+    names, pending = [], [first]  # names: the dirs descended into; pending: subdirs left per level
+    try:
+        while True:
+            if pending[-1]:
+                name = pending[-1].pop()
+                try:
+                    os.chmod(name, 0o700, dir_fd=fd)
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    ok = False
+                    continue
+                os.close(fd)
+                fd = child
+                names.append(name)
+                scanned, subdirs = _scan(fd)
+                ok = ok and scanned
+                pending.append(subdirs)
+                continue
+            pending.pop()
+            if not names:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            try:
+                os.rmdir(names.pop(), dir_fd=fd)
+            except OSError:
+                ok = False
+    except OSError:
+        ok = False
+    finally:
+        os.close(fd)
+    return ok
+
+
+def _remove_ipc():
+    """Remove every SysV shared-memory segment, message queue and semaphore set in our IPC namespace
+    (the container's own: ipc_mode private). Nothing is attached any more: every process is dead."""
+    if not SANDBOXED:
+        return True
+    ok = True
+    libc = _libc()
+    for table, remove in (("shm", lambda i: libc.shmctl(i, IPC_RMID, None)),
+                          ("msg", lambda i: libc.msgctl(i, IPC_RMID, None)),
+                          ("sem", lambda i: libc.semctl(i, 0, IPC_RMID))):
+        try:
+            with open(f"/proc/sysvipc/{table}") as fh:
+                ids = [int(line.split()[1]) for line in fh.readlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            ok = False
+            continue
+        for ipc_id in ids:
+            if remove(ipc_id) != 0:
+                ok = False
     return ok
 
 
@@ -172,27 +260,46 @@ def kill_everything(pgid=None):
 
 # ------------------------------------------------------------------------------- value encoding
 def encode_value(value, depth=0):
-    """JSON-safe encoding of a return value that keeps the types `==` cares about.
+    """JSON-safe encoding of a return value as plain data, keeping the types `==` cares about.
 
-    Tuples become lists (the LiveCodeBench rule); dicts keep non-string keys; sets stay sets; floats
-    keep nan/inf; anything else is sent as its repr, which never equals an expected value.
+    Tuples, sets, dicts with non-string keys, bytes, complex and big ints are tagged objects; floats keep
+    nan/inf; subclasses of the plain types become the plain type (an int subclass whose __eq__ lies is
+    sent as its int value); anything else is sent as its repr, which the host never equals to anything.
+    Ints travel as hex beyond 2**53, which no digit limit applies to.
     """
     if depth > 100:
         raise ValueError("value nested too deeply")
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or type(value) is bool:
         return value
     if isinstance(value, int):
-        return value if abs(value) < (1 << 53) else {"__int__": str(value)}
+        value = int.__int__(value)
+        return value if abs(value) < (1 << 53) else {"__int__": hex(value)}
     if isinstance(value, float):
+        value = float.__float__(value)
         return value if math.isfinite(value) else {"__float__": repr(value)}
-    if isinstance(value, (list, tuple)):
-        return [encode_value(v, depth + 1) for v in value]
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_value(v, depth + 1) for v in tuple.__iter__(value)]}
+    if isinstance(value, list):
+        return [encode_value(v, depth + 1) for v in list.__iter__(value)]
     if isinstance(value, dict):
         return {"__dict__": [[encode_value(k, depth + 1), encode_value(v, depth + 1)]
-                             for k, v in value.items()]}
+                             for k, v in dict.items(value)]}
     if isinstance(value, (set, frozenset)):
-        return {"__set__": [encode_value(v, depth + 1) for v in value]}
-    return {"__repr__": repr(value)[:200], "__type__": type(value).__name__}
+        return {"__set__": [encode_value(v, depth + 1) for v in set.__iter__(set(value))]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes__": bytes(value).hex()}
+    if isinstance(value, complex):
+        return {"__complex__": [encode_value(value.real, depth + 1), encode_value(value.imag, depth + 1)]}
+    return {"__repr__": _safe_text(value, 200), "__type__": _safe_text(type(value).__name__, 80)}
+
+
+def _safe_text(obj, n):
+    try:
+        return str.__str__(repr(obj))[:n] if not isinstance(obj, str) else str.__str__(obj)[:n]
+    except BaseException:
+        return "<unprintable>"
 
 
 # --------------------------------------------------------------------------- in the forked child
@@ -237,11 +344,21 @@ def _exit_code(exc):
     return 1
 
 
-def _raised_from(exc, filename):
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename == filename
+def _observer():
+    """The `__observe__(k, thunk)` an assert-style test calls: report observation k's value as plain data,
+    or the exception computing it raised (that test's error; the snippet goes on)."""
+    def observe(k, thunk):
+        try:
+            value = thunk()
+        except Exception as exc:
+            _report({"obs": k, "exc": _safe_text(type(exc).__name__, 80), "message": _safe_text(exc, 300)})
+            return
+        try:
+            encoded = encode_value(value)
+        except BaseException as exc:
+            encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
+        _report({"obs": k, "value": encoded})
+    return observe
 
 
 def _failed(exc, stage):
@@ -299,12 +416,14 @@ def _python_child(job, test, work):
     except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
         _report({"compile_error": f"{type(exc).__name__}: {exc}"[:2000]})
         _finish(1)
-    main = types.ModuleType("__main__")
+    mode = job["mode"]
+    # stdin/stdout programs run as the main script; call-based and assert code is imported as a module
+    # (LiveCodeBench's rule), so an `if __name__ == "__main__":` block does not run.
+    main = types.ModuleType("__main__" if mode == "stdio" else "solution")
     main.__file__ = os.path.join(work, "solution.py")
     main.__builtins__ = __builtins__
-    sys.modules["__main__"] = main
+    sys.modules["__main__"] = sys.modules[main.__name__] = main
     ns = main.__dict__
-    mode = job["mode"]
     try:
         exec(code, ns)
     except SystemExit as exc:
@@ -334,16 +453,14 @@ def _python_child(job, test, work):
             encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
         _report({"value": encoded})
         _finish(0)
-    # assert-style: the test code runs in the solution's namespace and must run to its end
+    # assert-style: the host rewrote each assert into observations; nothing here decides pass/fail, and a
+    # report the program writes itself is only another claim about its own values
+    ns[OBSERVE] = _observer()
     try:
         tests = compile(test["assert_code"], "<tests>", "exec")
         exec(tests, ns)
-    except SystemExit as exc:
-        if not (_raised_from(exc, "<tests>") and _exit_code(exc) == 0):
-            _failed(exc, "tests")  # a solution may not end the test run early and call it a pass
-    except BaseException as exc:
+    except BaseException as exc:  # SystemExit included: the tests not yet observed are not reached
         _failed(exc, "tests")
-    _report({"done": True})
     _finish(0)
 
 
@@ -357,6 +474,7 @@ def _spawn(job, test, limits, argv=None):
     pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, report
     ready_r, ready_w = os.pipe()  # the child writes b"R" once set up, before any program code runs
     oom_before = _oom_kills()
+    tree_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:  # ------------------------------------------------------------------- child
@@ -430,6 +548,8 @@ def _spawn(job, test, limits, argv=None):
         status, usage = None, None
     wall = time.monotonic() - t0
     clean = kill_everything(pid)
+    tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # everything reaped: every descendant's CPU
+    tree_cpu = (tree_after.ru_utime + tree_after.ru_stime) - (tree_before.ru_utime + tree_before.ru_stime)
     for fd in reads:  # every writer is dead now: drain to EOF (bounded by the cap)
         while sizes[reads[fd]] <= cap and pump(fd, reads[fd]):
             pass
@@ -449,7 +569,7 @@ def _spawn(job, test, limits, argv=None):
         "timed_out": timed_out,
         "output_exceeded": exceeded,
         "oom": bool(oom_before is not None and oom_after is not None and oom_after > oom_before),
-        "cpu": round(usage.ru_utime + usage.ru_stime, 4) if usage else None,
+        "cpu": round(max(tree_cpu, usage.ru_utime + usage.ru_stime if usage else 0.0), 4),
         "wall": round(wall, 4),
         "maxrss_kb": usage.ru_maxrss if usage else None,
         "stdout": b"".join(bufs["stdout"])[:cap + 1].decode("utf-8", "replace"),
@@ -460,17 +580,38 @@ def _spawn(job, test, limits, argv=None):
         result["unclean"] = True
     if ready != b"R" and not timed_out:
         result["setup_failed"] = True  # decided here, from a pipe the program never held
-    lines = b"".join(bufs["report"]).splitlines()
-    if lines:
-        try:
-            result["report"] = json.loads(lines[-1])
-        except ValueError:
-            result["report"] = {"garbled": True}
+    reports = [_parse_report(line) for line in b"".join(bufs["report"]).splitlines()[:MAX_REPORTS]]
+    result["reports"] = reports
+    result["report"] = reports[-1] if reports else None
     return result
+
+
+def _depth_ok(obj, depth=0):
+    if depth > MAX_REPORT_DEPTH:
+        return False
+    if isinstance(obj, dict):
+        return all(_depth_ok(v, depth + 1) for v in obj.values())
+    if isinstance(obj, list):
+        return all(_depth_ok(v, depth + 1) for v in obj)
+    return True
+
+
+def _parse_report(line):
+    """One report line as a JSON object, or {"garbled": true}: whatever the program wrote on the report
+    channel (a non-object, a 5,000-digit int, 100,000 nested lists) is data, never a runner crash."""
+    try:
+        obj = json.loads(line)
+        if isinstance(obj, dict) and _depth_ok(obj):
+            json.dumps(obj)  # what we send back must encode
+            return obj
+    except Exception:
+        pass
+    return {"garbled": True}
 
 
 def _cleanup(keep=()):
     ok = kill_everything()
+    ok = _remove_ipc() and ok
     for root in SCRATCH_ROOTS:
         ok = _wipe(root, keep) and ok
     return ok
@@ -524,6 +665,8 @@ def run_job(job):
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # no handlers at all: PID 1 then ignores every signal
     _prctl(PR_SET_DUMPABLE, 0)
+    if not IS_INIT:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
     os.umask(0o077)
     # Protocol fds move off 0-2 so no child can inherit them; 0-2 become /dev/null.
     proto_in, proto_out = os.dup(0), os.dup(1)

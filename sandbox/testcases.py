@@ -1,4 +1,5 @@
-"""Parse a row's `tests` into one of three shapes, and sample which of them to run.
+"""The one parser of a row's `tests` (curation, validation, the sandbox client and the graders all use
+it), the count of what will run and be scored, and which tests to sample.
 
 Accepted forms (../shared/DESIGN.md), as a dict or its JSON string:
 - stdin/stdout: {"inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}
@@ -6,14 +7,15 @@ Accepted forms (../shared/DESIGN.md), as a dict or its JSON string:
 - call-based:   {"fn_name": "add", "inputs": [[1, 2], ...], "outputs": [3, ...]}
   (LiveCodeBench's functional form is also read: each input a string of JSON values one per line,
   each output a JSON string)
-- assert-style: {"assert_code": "..."} or {"assert_code": ["...", ...]} (one test per snippet)
+- assert-style: {"assert_code": "..."} or {"assert_code": ["...", ...]}: each top-level assert with an
+  observation of the program is one test (sandbox/asserts.py rewrites it into observations the sandbox
+  reports and a check the host evaluates); the snippets are the programs that run
 Also a list of {"input": ..., "output": ...} objects (LiveCodeBench stdin tests).
 
-Trust: stdin/stdout outputs and call-based return values are compared on the host; expected outputs
-never enter the container, and a returned object is rebuilt from plain data, so an "always equal"
-object cannot pass. Assert-style tests are different by nature: they run in the program's own process,
-so a program written to subvert them (an object whose __eq__ is always True, or one that writes the
-harness's completion report itself) can. Prefer the other two forms for RL rewards on hostile models.
+Trust: nothing decides pass/fail inside the container and no expected value enters it. stdin/stdout
+outputs and call-based return values are compared on the host; assert-style tests are rewritten into
+observations (values rebuilt from plain data, so an "always equal" object or an int subclass cannot pass)
+and host-side checks. An assert that cannot be judged that way makes the tests invalid (InvalidTests).
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.asserts import AssertCheck, UnjudgeableAssert, rewrite_snippet
+
 STDIO, CALL, ASSERT = "stdio", "call", "assert"
 
 
@@ -29,20 +33,36 @@ class InvalidTests(ValueError):
     """The tests cannot be run as given; the message says why."""
 
 
+class UnjudgeableTests(InvalidTests):
+    """Well-formed assert-style tests whose check would have to run in the program's process."""
+
+
 @dataclass(frozen=True)
 class TestSuite:
+    """Scored tests: `inputs[i]` and `outputs[i]` are test i. Assert-style: `inputs` are the host checks
+    (AssertCheck), `outputs` None, and `programs` the rewritten snippets that produce their observations."""
+
     mode: str  # STDIO | CALL | ASSERT
-    inputs: tuple  # stdin strings | argument lists | assert snippets
+    inputs: tuple  # stdin strings | argument lists | AssertChecks
     outputs: tuple | None  # expected stdout strings | expected values | None for assert-style
     fn_name: str | None = None
+    programs: tuple = ()  # assert-style: the programs the sandbox runs (no expected value in them)
 
     def __len__(self) -> int:
         return len(self.inputs)
 
-    def runner_test(self, i: int) -> dict:
-        """The i-th test as the runner receives it (never with its expected output)."""
-        key = {STDIO: "stdin", CALL: "args", ASSERT: "assert_code"}[self.mode]
-        return {key: self.inputs[i]}
+    def plan(self, indices: list[int]) -> tuple[list[dict], list[int]]:
+        """(runner tests, position of each chosen test's run among them) for the chosen test indices.
+
+        stdin/stdout and call-based: one run per test. Assert-style: one run per snippet holding a chosen
+        check (its other observations run too, unscored). Runner tests never hold an expected output."""
+        if self.mode != ASSERT:
+            key = "stdin" if self.mode == STDIO else "args"
+            return [{key: self.inputs[i]} for i in indices], list(range(len(indices)))
+        snippets = sorted({self.inputs[i].snippet for i in indices})
+        where = {s: n for n, s in enumerate(snippets)}
+        return ([{"assert_code": self.programs[s]} for s in snippets],
+                [where[self.inputs[i].snippet] for i in indices])
 
 
 def _text(value: Any, what: str) -> str:
@@ -74,18 +94,7 @@ def parse_tests(tests: Any) -> TestSuite:
         raise InvalidTests(f"tests must be an object, got {type(tests).__name__}")
 
     if "assert_code" in tests:
-        snippets = tests["assert_code"]
-        snippets = [snippets] if isinstance(snippets, str) else snippets
-        if not isinstance(snippets, list) or not snippets or not all(isinstance(s, str) for s in snippets):
-            raise InvalidTests("assert_code must be a non-empty string or list of strings")
-        for i, snippet in enumerate(snippets):
-            if not snippet.strip():
-                raise InvalidTests(f"assert_code {i} is empty")
-            try:
-                compile(snippet, "<tests>", "exec")
-            except (SyntaxError, ValueError) as exc:
-                raise InvalidTests(f"assert_code {i} does not compile: {exc}") from None
-        return TestSuite(ASSERT, tuple(snippets), None)
+        return _assert_suite(tests["assert_code"])
 
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
@@ -114,6 +123,34 @@ def parse_tests(tests: Any) -> TestSuite:
         if not isinstance(x, list):
             raise InvalidTests(f"input {i} must be the argument list, got {type(x).__name__}")
     return TestSuite(CALL, tuple(inputs), tuple(outputs), fn_name)
+
+
+def _assert_suite(snippets: Any) -> TestSuite:
+    snippets = [snippets] if isinstance(snippets, str) else snippets
+    if not isinstance(snippets, list) or not snippets or not all(isinstance(s, str) for s in snippets):
+        raise InvalidTests("assert_code must be a non-empty string or list of strings")
+    programs, checks = [], []
+    for i, snippet in enumerate(snippets):
+        if not snippet.strip():
+            raise InvalidTests(f"assert_code {i} is empty")
+        try:
+            program, found = rewrite_snippet(snippet, snippet=len(programs))
+        except UnjudgeableAssert as exc:
+            raise UnjudgeableTests(f"assert_code {i}: {exc}") from None
+        if found:  # a snippet with no observed assert (setup only) tests nothing
+            programs.append(program)
+            checks.extend(found)
+    if not checks:
+        raise UnjudgeableTests("assert_code has no assert that tests the program")
+    return TestSuite(ASSERT, tuple(checks), None, programs=tuple(programs))
+
+
+def count_tests(tests: Any) -> int:
+    """How many tests will run and be scored separately (0 when the tests are invalid or absent)."""
+    try:
+        return len(parse_tests(tests))
+    except InvalidTests:
+        return 0
 
 
 def sample_indices(n: int, k: int, seed: int, key: Any) -> list[int]:

@@ -2,17 +2,21 @@
 
 Verdicts (../shared/DESIGN.md): accepted, wrong_answer, runtime_error, timeout, memory_limit,
 output_limit, compile_error, sandbox_error. sandbox_error is an infrastructure fault or a row that cannot
-be judged: never scored as a wrong answer (its reward is None). A test that was not run because the
-submission had already timed out `max_timeouts` times is `skipped` (counted as not passed).
+be judged: never scored as a wrong answer (its reward is None), and nothing the program prints, returns
+or reports can produce it (judge_test never raises). A test that was not run because the submission had
+already timed out `max_timeouts` times is `skipped` (counted as not passed).
 
 Per test, first match wins:
-  harness compile error                            -> compile_error
-  stdout/stderr over the cap                       -> output_limit
-  cgroup OOM kill or MemoryError                   -> memory_limit
-  killed at the wall deadline, SIGXCPU, CPU > limit -> timeout
-  non-zero exit / signal / exception               -> runtime_error (AssertionError in assert tests: wrong_answer)
-  stdout or return value differs                   -> wrong_answer
-  otherwise                                        -> accepted
+  harness compile error                             -> compile_error
+  stdout/stderr/report over the cap                 -> output_limit
+  cgroup OOM kill or MemoryError                    -> memory_limit
+  killed at the wall deadline, SIGXCPU, CPU > limit -> timeout (CPU of every process the test started)
+  non-zero exit / signal / exception                -> runtime_error
+  stdout, return value or assert check differs      -> wrong_answer
+  otherwise                                         -> accepted
+Assert-style (one test per observed assert, several per run): the limits above fail every test of the
+run; an observation made before a crash is judged on its value, a missing one takes the crash's verdict;
+an observation that raised is that test's runtime_error (memory_limit for MemoryError).
 Submission: accepted when every run test is accepted, else the first failing test's verdict.
 Soft reward = passed / total.
 """
@@ -21,8 +25,9 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from sandbox.asserts import AssertCheck, CheckFailed, evaluate_check
 from sandbox.compare import compare_stdout, decode_value, values_equal
-from sandbox.testcases import ASSERT, CALL, STDIO, TestSuite
+from sandbox.testcases import ASSERT, STDIO, TestSuite
 
 ACCEPTED = "accepted"
 WRONG_ANSWER = "wrong_answer"
@@ -50,12 +55,28 @@ def _signal_name(sig: int) -> str:
 
 
 def judge_test(raw: dict, suite: TestSuite, index: int, cpu_limit: float,
-                 float_tolerance: float | None = None, unwrap: bool = False) -> tuple[str, str]:
-    """(verdict, message) for one test's raw result; `index` is the test's position in the suite."""
-    if raw.get("skipped"):
-        return SKIPPED, "not run: too many timeouts"
-    report = raw.get("report") or {}
-    if report.get("compile_error"):
+               float_tolerance: float | None = None, unwrap: bool = False) -> tuple[str, str]:
+    """(verdict, message) for test `index` of the suite from the raw facts of the run that holds it.
+
+    Never raises: whatever the program printed, returned or reported that the judge cannot make sense of
+    is the program's fault (runtime_error), never the sandbox's."""
+    try:
+        return _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap)
+    except Exception as exc:
+        return RUNTIME_ERROR, f"output could not be judged ({type(exc).__name__})"
+
+
+def _report(raw: dict) -> dict:
+    """The run's final report (compile error, exception, call value); an observation line is not one."""
+    report = raw.get("report")
+    if not isinstance(report, dict):
+        return {"garbled": True} if report is not None else {}
+    return {} if "obs" in report else report
+
+
+def _limit_verdict(raw: dict, report: dict, cpu_limit: float) -> tuple[str, str] | None:
+    """A limit the whole run broke (compile, output, memory kill, time), or None."""
+    if isinstance(report.get("compile_error"), str):
         return COMPILE_ERROR, _tail(report["compile_error"])
     if raw.get("output_exceeded"):
         return OUTPUT_LIMIT, "output over the cap"
@@ -63,29 +84,81 @@ def judge_test(raw: dict, suite: TestSuite, index: int, cpu_limit: float,
         return MEMORY_LIMIT, ("killed by the container's OOM killer" if raw.get("oom") else "MemoryError") + (
             f", peak rss {raw.get('maxrss_kb')} KiB")
     cpu = raw.get("cpu")
-    if raw.get("timed_out") or raw.get("signal") == signal.SIGXCPU or (cpu is not None and cpu > cpu_limit):
-        return TIMEOUT, f"cpu {cpu}s, wall {raw.get('wall')}s (limit {cpu_limit}s cpu)"
+    if raw.get("timed_out") or raw.get("signal") == signal.SIGXCPU or (
+            isinstance(cpu, (int, float)) and cpu > cpu_limit):
+        return TIMEOUT, f"cpu {cpu}s, wall {raw.get('wall')}s (limit {cpu_limit}s cpu, all processes)"
+    return None
+
+
+def _crash_verdict(raw: dict, report: dict) -> tuple[str, str] | None:
+    """The run crashed (signal, exception, non-zero exit), or None."""
     stderr = _tail(raw.get("stderr", ""))
     if raw.get("signal"):
         return RUNTIME_ERROR, f"killed by {_signal_name(raw['signal'])}" + (f": {stderr}" if stderr else "")
     if report.get("exc"):
-        verdict = WRONG_ANSWER if suite.mode == ASSERT and report["exc"] == "AssertionError" else RUNTIME_ERROR
-        return verdict, stderr or f"{report['exc']}: {report.get('message', '')}"
+        return RUNTIME_ERROR, stderr or f"{str(report['exc'])[:80]}: {str(report.get('message', ''))[:300]}"
     if raw.get("exit") != 0:
         return RUNTIME_ERROR, f"exit status {raw.get('exit')}" + (f": {stderr}" if stderr else "")
+    return None
+
+
+def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
+    if raw.get("skipped"):
+        return SKIPPED, "not run: too many timeouts"
+    report = _report(raw)
+    broken = _limit_verdict(raw, report, cpu_limit)
+    if broken:
+        return broken
+    if suite.mode == ASSERT:
+        return _judge_check(raw, report, suite.inputs[index])
+    crashed = _crash_verdict(raw, report)
+    if crashed:
+        return crashed
     if suite.mode == STDIO:
-        ok, why = compare_stdout(raw.get("stdout", ""), suite.outputs[index], float_tolerance)
+        ok, why = compare_stdout(str(raw.get("stdout", "")), suite.outputs[index], float_tolerance)
         return (ACCEPTED, "") if ok else (WRONG_ANSWER, why)
-    if suite.mode == CALL:
-        if "value" not in report:
-            return RUNTIME_ERROR, "exited without returning a value"
-        got = decode_value(report["value"])
-        if values_equal(got, suite.outputs[index], float_tolerance, unwrap):
-            return ACCEPTED, ""
-        return WRONG_ANSWER, f"expected {suite.outputs[index]!r:.100}, got {got!r:.100}"
-    if report.get("done"):
+    if "value" not in report:
+        return RUNTIME_ERROR, "exited without returning a value"
+    got = decode_value(report["value"])
+    if values_equal(got, suite.outputs[index], float_tolerance, unwrap):
         return ACCEPTED, ""
-    return RUNTIME_ERROR, "exited before the tests finished"
+    return WRONG_ANSWER, f"expected {suite.outputs[index]!r:.100}, got {got!r:.100}"
+
+
+def observations(raw: dict) -> dict[int, dict]:
+    """Observation id -> its first report line ({"value": ...} or {"exc": ...}) from a run's reports."""
+    seen: dict[int, dict] = {}
+    for line in raw.get("reports") or []:
+        k = line.get("obs") if isinstance(line, dict) else None
+        if type(k) is int and k not in seen and ("value" in line or "exc" in line):
+            seen[k] = line
+    return seen
+
+
+def _judge_check(raw: dict, report: dict, check: AssertCheck) -> tuple[str, str]:
+    """An assert-style test: its observations, then the check evaluated on the host. Observations made
+    before a crash count; a missing one takes the crash's verdict (or "not reached")."""
+    seen = observations(raw)
+    values = {}
+    for k in check.observations:
+        line = seen.get(k)
+        if line is None:
+            crashed = _crash_verdict(raw, report)
+            return crashed or (RUNTIME_ERROR, f"`{check.source}`: not reached (the program exited first)")
+        if "exc" in line:
+            exc = str(line["exc"])[:80]
+            if exc == "MemoryError":
+                return MEMORY_LIMIT, f"`{check.source}`: MemoryError"
+            return RUNTIME_ERROR, f"`{check.source}`: {exc}: {str(line.get('message', ''))[:300]}"
+        values[k] = decode_value(line["value"])
+    try:
+        holds = evaluate_check(check.expr, values)
+    except CheckFailed as exc:
+        return WRONG_ANSWER, f"`{check.source}`: {exc}"
+    if holds:
+        return ACCEPTED, ""
+    shown = ", ".join(f"{v!r:.100}" for v in values.values())
+    return WRONG_ANSWER, f"`{check.source}` failed: got {shown}"
 
 
 def summarize(verdicts: list[str], total: int) -> tuple[str, int, float]:

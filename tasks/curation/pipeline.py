@@ -31,7 +31,8 @@ from tasks.curation.sources import RawRow, SourceError, read_source
 log = logging.getLogger(__name__)
 
 REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated")
-ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests")  # the last two come from the verify stage
+ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests")  # from the verify stage (invalid_tests also at
+#   ingest: assert-style tests that cannot be judged outside the program's process)
 
 
 @dataclass
@@ -99,8 +100,8 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                 continue
             try:
                 p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
-            except Malformed as e:
-                dropped.append(_drop(spec.name, raw.row, "malformed", str(e), _raw_text(raw)))
+            except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
+                dropped.append(_drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw)))
                 continue
             kept.append(_Kept(p, raw.row))
         valid[spec.name], rows_in[spec.name] = kept, n
@@ -167,9 +168,9 @@ def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], sco
     by_source = {s: {"rows_in": n, "kept": 0, **{r: 0 for r in REASONS}} for s, n in rows_in.items()}
     for k in rows:
         by_source[k.problem.source]["kept"] += 1
-    for d in dropped:
-        counts[d["reason"]] += 1
-        by_source[d["source"]][d["reason"]] += 1
+    for d in dropped:  # invalid_tests (tests that cannot be judged) is counted only where it happens
+        counts[d["reason"]] = counts.get(d["reason"], 0) + 1
+        by_source[d["source"]][d["reason"]] = by_source[d["source"]].get(d["reason"], 0) + 1
     total = sum(rows_in.values())
     assert counts["kept"] + len(dropped) == total, "every input row is kept or dropped exactly once"
     return CurationResult(

@@ -7,8 +7,10 @@ Canonical columns (../shared/DESIGN.md "Records"): id, source, domain, problem, 
 - `response`, `answer`: optional; `answer` may be a number (stored as its string form).
 - `tests`: optional; a dict or its JSON text in one of three forms (stored as canonical JSON text):
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
-  "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (a list: one test per snippet).
-A row that breaks a rule raises `Malformed` with a one-line reason; callers record it, never stop.
+  "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (each observed assert one test), as
+  the sandbox's parser (sandbox/testcases.py) reads them.
+A row that breaks a rule raises `Malformed` (or `InvalidTestsRow` for tests that cannot be judged) with a
+one-line reason and the `dropped` reason in `.reason`; callers record it, never stop.
 """
 from __future__ import annotations
 
@@ -45,6 +47,15 @@ DROPPED_SCHEMA = pa.schema([
 class Malformed(ValueError):
     """An input row that cannot be mapped to the canonical schema; the message says why."""
 
+    reason = "malformed"  # the `dropped` reason it is recorded under
+
+
+class InvalidTestsRow(Malformed):
+    """A row whose tests are well-formed but cannot be judged safely (an assert that would run its check
+    in the program's process): recorded as `invalid_tests`."""
+
+    reason = "invalid_tests"
+
 
 @dataclass
 class Problem:
@@ -61,7 +72,14 @@ class Problem:
 
 
 def parse_tests(value: Any) -> dict | None:
-    """Validate a tests field and return it as a dict (None when absent). Raises Malformed."""
+    """Validate a tests field with the one tests parser (sandbox.testcases, shared with validation, the
+    sandbox client and the graders) and return it as a dict (None when absent).
+
+    Raises Malformed for tests that are not one of the three forms, InvalidTestsRow (reason
+    `invalid_tests`) for assert-style tests that cannot be judged outside the program's process."""
+    from sandbox.testcases import InvalidTests, UnjudgeableTests
+    from sandbox.testcases import parse_tests as parse_suite
+
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
@@ -72,28 +90,12 @@ def parse_tests(value: Any) -> dict | None:
     if not isinstance(value, Mapping):
         raise Malformed(f"tests must be an object, got {type(value).__name__}")
     tests = dict(value)
-    if "assert_code" in tests:
-        code = tests["assert_code"]
-        snippets = code if isinstance(code, list) else [code]
-        if not snippets or not all(isinstance(c, str) and c.strip() for c in snippets):
-            raise Malformed("tests.assert_code must be a non-empty string or a list of them (one test each)")
-        return tests
-    ins, outs = tests.get("inputs"), tests.get("outputs")
-    if not isinstance(ins, list) or not isinstance(outs, list):
-        raise Malformed("tests needs 'inputs' and 'outputs' lists (or 'assert_code')")
-    if len(ins) != len(outs):
-        raise Malformed(f"tests has {len(ins)} inputs but {len(outs)} outputs")
-    if "fn_name" in tests:
-        if not isinstance(tests["fn_name"], str) or not tests["fn_name"].isidentifier():
-            raise Malformed("tests.fn_name must be a Python identifier")
-        for i, args in enumerate(ins):
-            if not isinstance(args, list):
-                raise Malformed(f"tests.inputs[{i}] must be the argument list of a call")
-    else:
-        for kind, items in (("inputs", ins), ("outputs", outs)):
-            for i, x in enumerate(items):
-                if not isinstance(x, str):
-                    raise Malformed(f"tests.{kind}[{i}] must be a string for stdin/stdout tests")
+    try:
+        parse_suite(tests)
+    except UnjudgeableTests as e:
+        raise InvalidTestsRow(f"tests: {e}") from None
+    except InvalidTests as e:
+        raise Malformed(f"tests: {e}") from None
     return tests
 
 

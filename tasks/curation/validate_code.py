@@ -6,37 +6,27 @@ For each code row of a dataset version:
 - no reference (no ```python block in `response`),
   or the reference is not accepted on ALL its tests  → dropped `invalid_tests` (detail: the verdict)
 - a sandbox fault that survives the sandbox's retries fails the step (never scored as a failing reference).
-Test count: stdin/stdout and call-based, the number of inputs; assert-style, the number of snippets (a
-list) or of top-level `assert` statements (one string).
+Test count: `sandbox.testcases.count_tests`, what will run and be scored as separate tests (stdin/stdout
+and call-based: the inputs; assert-style: the asserts that observe the program).
 Math rows pass through untouched. Output: the kept problems, the new dropped rows, one verification row
 per code problem.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from sandbox.testcases import count_tests
 from tasks.grading.code_extract import extract_code
+
+__all__ = ["SandboxFault", "ValidationResult", "count_tests", "validate_code_problems"]
 
 
 class SandboxFault(RuntimeError):
     """Verification could not run (Docker unavailable or persistent infrastructure faults)."""
-
-
-def count_tests(tests: dict) -> int:
-    if "assert_code" in tests:
-        code = tests["assert_code"]
-        if isinstance(code, list):
-            return len(code)
-        try:
-            return max(1, sum(isinstance(n, ast.Assert) for n in ast.parse(code).body))
-        except SyntaxError:
-            return 1
-    return len(tests.get("inputs", []))
 
 
 @dataclass

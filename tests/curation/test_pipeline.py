@@ -59,3 +59,18 @@ def test_top_sources_excludes_with_reason(tmp_path):
 def test_missing_source_is_a_clear_error(tmp_path):
     with pytest.raises(SourceError, match="nope.jsonl: no such file"):
         curate(CurateConfig(sources=[{"name": "x", "path": str(tmp_path / "nope.jsonl")}]))
+
+
+def test_unjudgeable_assert_tests_are_dropped_as_invalid_tests_at_ingest(tmp_path):
+    import json
+
+    rows = [{"problem": "add two numbers", "tests": {"assert_code": "assert add(1, 2) == 3"}},
+            {"problem": "add two other numbers", "tests": {"assert_code": "e = 3\nassert add(1, 2) == e"}}]
+    src = tmp_path / "code.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"problem": "an unrelated benchmark question about geometry"}) + "\n")
+    result = curate(CurateConfig(sources=[{"name": "c", "path": str(src)}], benchmarks={"b": str(bench)}))
+    assert result.problems.num_rows == 1 and _fates(result) == {("c", 2): "invalid_tests"}
+    assert result.counts["invalid_tests"] == 1 and result.by_source["c"]["invalid_tests"] == 1
+    assert "both come from the program" in result.dropped.column("detail")[0].as_py()

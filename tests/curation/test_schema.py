@@ -3,7 +3,7 @@ import json
 import pytest
 
 from tasks.curation.layouts import apply_layout
-from tasks.curation.schema import Malformed, parse_tests, to_problem
+from tasks.curation.schema import InvalidTestsRow, Malformed, parse_tests, to_problem
 from tasks.curation.textnorm import normalize_text, problem_id
 
 
@@ -25,14 +25,26 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "domain": "physics"}, "unknown domain"),
     ({"problem": "p", "tests": "{not json"}, "tests is not valid JSON"),
     ({"problem": "p", "tests": {"inputs": ["1"], "outputs": []}}, "1 inputs but 0 outputs"),
-    ({"problem": "p", "tests": {"fn_name": "f x", "inputs": [], "outputs": []}}, "fn_name"),
+    ({"problem": "p", "tests": {"fn_name": "f x", "inputs": [[1]], "outputs": [1]}}, "fn_name"),
     ({"problem": "p", "tests": [1]}, "tests must be an object"),
-    ({"problem": "p", "tests": {"assert_code": ["ok", ""]}}, "assert_code must be a non-empty string"),
+    ({"problem": "p", "tests": {"assert_code": ["ok", ""]}}, "assert_code 1 is empty"),
     ({"problem": "p", "response": ["a"]}, "response must be a string"),
 ])
 def test_malformed_rows_give_a_reason(row, why):
     with pytest.raises(Malformed, match=why):
         to_problem(row, "s")
+
+
+@pytest.mark.parametrize("assert_code, why", [
+    ("def check(f):\n    for i in range(3):\n        assert f(i) == i\ncheck(g)", "must be top-level"),
+    ("expected = 3\nassert add(1, 2) == expected", "both come from the program"),
+    ("assert all(add(i, 0) == i for i in range(3))", "decides inside the program"),
+    ("x = add(1, 2)", "no assert that tests the program"),
+])
+def test_unjudgeable_asserts_are_invalid_tests_not_malformed(assert_code, why):
+    with pytest.raises(InvalidTestsRow, match=why) as exc:
+        to_problem({"problem": "p", "tests": {"assert_code": assert_code}}, "s")
+    assert exc.value.reason == "invalid_tests"
 
 
 def test_domain_defaults_and_inference():

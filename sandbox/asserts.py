@@ -1,0 +1,433 @@
+"""Assert-style tests judged outside the program's trust: each assert becomes observations + a host check.
+
+The program under test shares its process with whatever runs there, so nothing that runs there may
+decide pass/fail or see an expected value. A test snippet such as
+
+    s = Solution()
+    assert s.add(1, 2) == 3, "add"
+    assert math.isclose(s.div(1, 3), 0.3333, rel_tol=1e-3)
+
+is split, here on the host, into
+- a program for the sandbox, with every assert replaced by its observations (the sub-expressions that
+  need the program), each reported as plain data:
+
+      s = Solution()
+      __observe__(0, lambda: s.add(1, 2))
+      __observe__(1, lambda: s.div(1, 3))
+
+- one host-side check per assert, over the observed values (o0, o1: the observations, named
+  `__klear_o0`, `__klear_o1` in the check's source): `o0 == 3`, `math.isclose(o1, 0.3333, rel_tol=0.001)`.
+
+Expected values, assert messages and the comparison itself never enter the container. The host
+evaluates a check with its own small interpreter (`evaluate_check`), never `eval`, over a fixed set of
+pure operations: literals, comparisons (== != < <= > >= is, is not, in, not in), and/or/not, + - * / // %
+on numbers, and the functions in HOST_FUNCTIONS. A value the runner could only describe (an object
+that is not plain data) is Opaque: any operation on it fails the check, so an object whose __eq__ is
+always True, or an int subclass, gains nothing.
+
+What becomes an observation: each maximal sub-expression that the host cannot evaluate (a call of the
+program's functions, a name from the snippet, an attribute...). A snippet is refused (InvalidTests,
+`invalid_tests` at curation) when judging it would need the program's trust:
+- an assert that is not a top-level statement (inside a def, loop, if, with, try): its check would run
+  in the program's process. A `def check(candidate)` whose body is top-level asserts, called once as
+  `check(NAME)`, is inlined first (HumanEval's form).
+- an observed expression that itself compares or decides (contains a comparison, and/or, `if`-expression,
+  lambda or comprehension): the decision would be made in the program's process.
+- a comparison where both sides need the program (`f(1) == expected_from_setup`): the expected side
+  would come from the program's process.
+Asserts without any observation (`assert True, "marker"`) are no test: dropped when they hold, and the
+snippet refused when they do not.
+
+Each assert with an observation is one scored test (`count_tests` counts them). The snippet runs once;
+an observation that raises is recorded as that test's error and the snippet goes on, so a wrong value
+or an exception fails only its own test. A limit broken by the process (time, memory, output) fails every
+test of the snippet.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import Any
+
+OBSERVE = "__observe__"  # bound by the runner in the snippet's namespace
+OBS_PREFIX = "__klear_o"  # host-side name of observation N: __klear_oN (reserved: a snippet may not use it)
+MAX_SNIPPET_CHARS = 200_000
+
+
+class UnjudgeableAssert(ValueError):
+    """The snippet cannot be judged outside the program's process; the message says why."""
+
+
+class CheckFailed(Exception):
+    """A host-side check could not be evaluated on the observed values (a type error, an Opaque value)."""
+
+
+@dataclass(frozen=True)
+class AssertCheck:
+    """One scored test: `expr` (Python source over names __klear_o0, ...) evaluated on the host."""
+
+    snippet: int  # which program (of TestSuite.programs) produces its observations
+    expr: str  # host-side check, e.g. "__klear_o3 == [1, 2]"
+    observations: tuple[int, ...]  # observation ids it reads, in evaluation order
+    source: str  # the original assert, for messages (never sent to the sandbox)
+
+
+# ----------------------------------------------------------------------------------- host functions
+class _Sentinel:
+    pass
+
+
+HOST_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "tuple": tuple,
+              "dict": dict, "set": set, "frozenset": frozenset, "bytes": bytes, "complex": complex}
+HOST_FUNCTIONS = {
+    **HOST_TYPES,
+    "abs": abs, "len": len, "sorted": sorted, "round": round, "min": min, "max": max, "sum": sum,
+    "all": all, "any": any, "isinstance": isinstance, "type": type,
+    "math.isclose": math.isclose, "math.fabs": math.fabs, "math.floor": math.floor, "math.ceil": math.ceil,
+    "math.sqrt": math.sqrt, "math.trunc": math.trunc, "isclose": math.isclose,
+}
+HOST_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e, "math.nan": math.nan,
+                  "None": None, "True": True, "False": False}
+_SIZE_LIMIT = 1_000_000  # items or characters a host operation may build (a value cannot blow up the judge)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _host_evaluable(node: ast.AST) -> bool:
+    """True when the host can evaluate `node` by itself (observations aside) — see evaluate_check."""
+    if isinstance(node, ast.Constant):
+        return not isinstance(node.value, type(Ellipsis))
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_host_evaluable(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _host_evaluable(k) for k in node.keys) and all(
+            _host_evaluable(v) for v in node.values)
+    if _observation_id(node) is not None:
+        return True  # already an observation
+    name = _dotted(node)
+    if name is not None:
+        return name in HOST_CONSTANTS or name in HOST_TYPES
+    if isinstance(node, ast.UnaryOp):
+        return _host_evaluable(node.operand)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)) and (
+            _host_evaluable(node.left) and _host_evaluable(node.right))
+    if isinstance(node, ast.BoolOp):
+        return all(_host_evaluable(v) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return _host_evaluable(node.left) and all(_host_evaluable(c) for c in node.comparators)
+    if isinstance(node, ast.Call):
+        return (_dotted(node.func) in HOST_FUNCTIONS and all(_host_evaluable(a) for a in node.args)
+                and all(k.arg is not None and _host_evaluable(k.value) for k in node.keywords))
+    return False
+
+
+_DECIDING = (ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+             ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)
+
+
+class _Lift(ast.NodeTransformer):
+    """Replace each maximal sub-expression the host cannot evaluate by a Name `oN`, recording it."""
+
+    def __init__(self, first: int):
+        self.next = first
+        self.observed: list[tuple[int, ast.expr]] = []
+
+    def lift(self, node: ast.expr) -> ast.expr:
+        if _host_evaluable(node) or not self._can_descend(node):
+            if _host_evaluable(node):
+                return node
+            return self._observe(node)
+        return self.generic_visit(node)
+
+    def _can_descend(self, node: ast.AST) -> bool:
+        """Host operators whose operands may be (partly) observed."""
+        if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Set)):
+            return True
+        if isinstance(node, ast.BinOp):
+            return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod))
+        if isinstance(node, ast.Dict):
+            return all(k is not None for k in node.keys)
+        if isinstance(node, ast.Call):
+            return _dotted(node.func) in HOST_FUNCTIONS and all(k.arg is not None for k in node.keywords)
+        return False
+
+    def generic_visit(self, node):
+        for field, value in ast.iter_fields(node):
+            if field in ("ops", "op", "func", "ctx"):
+                continue
+            if isinstance(value, list):
+                setattr(node, field, [self.lift(v) if isinstance(v, ast.expr) else self._kw(v) for v in value])
+            elif isinstance(value, ast.expr):
+                setattr(node, field, self.lift(value))
+        return node
+
+    def _kw(self, item):
+        if isinstance(item, ast.keyword):
+            item.value = self.lift(item.value)
+        return item
+
+    def _observe(self, node: ast.expr) -> ast.Name:
+        for sub in ast.walk(node):
+            if isinstance(sub, _DECIDING):
+                raise UnjudgeableAssert(f"`{_src(node)}` decides inside the program's process "
+                                        f"({type(sub).__name__.lower()})")
+        k = self.next
+        self.next += 1
+        self.observed.append((k, node))
+        return ast.copy_location(ast.Name(id=f"{OBS_PREFIX}{k}", ctx=ast.Load()), node)
+
+
+def _observation_id(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Name) and node.id.startswith(OBS_PREFIX) and node.id[len(OBS_PREFIX):].isdigit():
+        return int(node.id[len(OBS_PREFIX):])
+    return None
+
+
+def _src(node: ast.AST, n: int = 80) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _needs_program(node: ast.AST) -> bool:
+    return any(_observation_id(n) is not None for n in ast.walk(node))
+
+
+def _check_comparisons(test: ast.expr, original: ast.stmt) -> None:
+    """Every comparison needs a side the program did not produce: the expected value."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for a, b in zip(sides, sides[1:]):
+                if _needs_program(a) and _needs_program(b):
+                    raise UnjudgeableAssert(f"`{_src(original)}` compares two values that both come from "
+                                            "the program's process (compare with a literal)")
+
+
+# ------------------------------------------------------------------------------------------- rewrite
+def _inline_check_functions(tree: ast.Module) -> ast.Module:
+    """`def check(candidate): <asserts>` + a single top-level `check(NAME)` -> the body, inlined."""
+    defs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    calls: dict[str, list[ast.Expr]] = {}
+    for s in tree.body:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name):
+            calls.setdefault(s.value.func.id, []).append(s)
+    body = []
+    for s in tree.body:
+        fn = defs.get(s.value.func.id) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(
+            s.value.func, ast.Name) else None
+        if fn is not None and _inlinable(fn, s.value, calls):
+            for param, arg in zip(fn.args.args, s.value.args):
+                body.append(ast.Assign(targets=[ast.Name(id=param.arg, ctx=ast.Store())], value=arg, lineno=0))
+            body.extend(fn.body)
+            continue
+        if isinstance(s, ast.FunctionDef) and s.name in calls and _inlinable(s, calls[s.name][0].value, calls):
+            continue  # the def itself goes; its body is inlined at the call
+        body.append(s)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
+def _inlinable(fn: ast.FunctionDef, call: ast.Call, calls: dict) -> bool:
+    a = fn.args
+    if (len(calls.get(fn.name, [])) != 1 or fn.decorator_list or a.vararg or a.kwarg or a.kwonlyargs
+            or a.posonlyargs or a.defaults or call.keywords or len(call.args) != len(a.args)):
+        return False
+    if not any(isinstance(n, ast.Assert) for n in ast.walk(fn)):
+        return False
+    banned = (ast.Return, ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)
+    return not any(isinstance(n, banned) for n in ast.walk(fn)) and all(
+        isinstance(x, (ast.Name, ast.Constant, ast.Attribute)) for x in call.args)
+
+
+def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]]:
+    """(program for the sandbox, host checks) for one assert snippet. Raises UnjudgeableAssert."""
+    if len(code) > MAX_SNIPPET_CHARS:
+        raise UnjudgeableAssert(f"snippet longer than {MAX_SNIPPET_CHARS} characters")
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise UnjudgeableAssert(f"does not compile: {exc}") from None
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if name.startswith(OBS_PREFIX) or name == OBSERVE:
+            raise UnjudgeableAssert(f"line {node.lineno}: the name {name} is reserved for the judge")
+    tree = _inline_check_functions(tree)
+    body: list[ast.stmt] = []
+    checks: list[AssertCheck] = []
+    next_obs = 0
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Assert):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Assert):
+                    raise UnjudgeableAssert(f"line {node.lineno}: an assert inside "
+                                            f"`{type(stmt).__name__.lower()}` runs in the program's process "
+                                            "(asserts must be top-level statements)")
+            body.append(stmt)
+            continue
+        lift = _Lift(next_obs)
+        test = lift.lift(_copy(stmt.test))
+        if not lift.observed:
+            try:
+                holds = evaluate_check(ast.unparse(test), {})
+            except CheckFailed as exc:
+                raise UnjudgeableAssert(f"line {stmt.lineno}: `{_src(stmt.test)}` cannot be evaluated: {exc}") from None
+            if not holds:
+                raise UnjudgeableAssert(f"line {stmt.lineno}: `{_src(stmt.test)}` is false without the program")
+            continue  # a constant assert tests nothing
+        _check_comparisons(test, stmt)
+        next_obs = lift.next
+        for k, expr in lift.observed:
+            body.append(ast.Expr(ast.Call(ast.Name(OBSERVE, ast.Load()), [
+                ast.Constant(k), ast.Lambda(_no_args(), expr)], [])))
+        checks.append(AssertCheck(snippet, ast.unparse(test), tuple(k for k, _ in lift.observed),
+                                  _src(stmt, 200)))
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    return ast.unparse(module), checks
+
+
+def _copy(node: ast.expr) -> ast.expr:
+    return ast.parse(ast.unparse(node), mode="eval").body
+
+
+def _no_args() -> ast.arguments:
+    return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                         defaults=[])
+
+
+# ---------------------------------------------------------------------------------- host evaluation
+def evaluate_check(expr: str, values: dict[int, Any]) -> bool:
+    """Evaluate a check (from rewrite_snippet) over observed values {id: value}. Raises CheckFailed."""
+    try:
+        tree = ast.parse(expr, mode="eval").body
+        return bool(_truth(_eval(tree, values)))
+    except CheckFailed:
+        raise
+    except Exception as exc:  # TypeError, OverflowError, RecursionError...: the values do not fit the check
+        raise CheckFailed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _truth(value: Any) -> bool:
+    _plain(value)
+    return bool(value)
+
+
+def _plain(value: Any) -> Any:
+    """Host operations accept only values rebuilt from plain data (see compare.decode_value)."""
+    from sandbox.compare import Opaque
+
+    if isinstance(value, Opaque):
+        raise CheckFailed(f"not plain data: {value!r:.100}")
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _plain(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _plain(k)
+            _plain(v)
+    return value
+
+
+def _sized(value: Any) -> Any:
+    if isinstance(value, (str, bytes, list, tuple, set, frozenset, dict)) and len(value) > _SIZE_LIMIT:
+        raise CheckFailed("value too large")
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1 << 16:
+        raise CheckFailed("number too large")
+    return value
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+            ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def _arith(op: ast.operator, a: Any, b: Any) -> Any:
+    """+ - * / // % on numbers; + on two str/list/tuple values; * of a str/list/tuple by an int (sized)."""
+    seq = (str, list, tuple)
+    if isinstance(op, ast.Add) and type(a) is type(b) and isinstance(a, seq):
+        if len(a) + len(b) > _SIZE_LIMIT:
+            raise CheckFailed("value too large")
+        return a + b
+    if isinstance(op, ast.Mult) and (isinstance(a, seq) or isinstance(b, seq)):
+        s, n = (a, b) if isinstance(a, seq) else (b, a)
+        if isinstance(n, bool) or not isinstance(n, int) or len(s) * max(n, 0) > _SIZE_LIMIT:
+            raise CheckFailed("unsupported or too large repetition")
+        return s * n
+    return _sized(_ARITH[type(op)](_number(a), _number(b)))
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, complex)):
+        raise CheckFailed(f"arithmetic on {type(value).__name__}")
+    return value
+
+
+def _eval(node: ast.AST, values: dict[int, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    k = _observation_id(node)
+    if k is not None:
+        if k not in values:
+            raise CheckFailed(f"observation {k} missing")
+        return _plain(values[k])
+    name = _dotted(node)
+    if name is not None:
+        if name in HOST_CONSTANTS:
+            return HOST_CONSTANTS[name]
+        if name in HOST_TYPES:
+            return HOST_TYPES[name]
+        raise CheckFailed(f"unknown name {name}")
+    if isinstance(node, ast.Tuple):
+        return tuple(_eval(e, values) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_eval(e, values) for e in node.elts]
+    if isinstance(node, ast.Set):
+        return {_eval(e, values) for e in node.elts}
+    if isinstance(node, ast.Dict):
+        return {_eval(k, values): _eval(v, values) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, values)
+        if isinstance(node.op, ast.Not):
+            return not _truth(v)
+        if isinstance(node.op, ast.USub):
+            return -_number(v)
+        if isinstance(node.op, ast.UAdd):
+            return +_number(v)
+        raise CheckFailed("unsupported unary operator")
+    if isinstance(node, ast.BinOp):
+        if type(node.op) not in _ARITH:
+            raise CheckFailed("unsupported operator")
+        return _arith(node.op, _eval(node.left, values), _eval(node.right, values))
+    if isinstance(node, ast.BoolOp):
+        result = None
+        for v in node.values:
+            result = _eval(v, values)
+            if isinstance(node.op, ast.And) != _truth(result):
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, values)
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, values)
+            if not bool(_COMPARE[type(op)](left, right)):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        fn = HOST_FUNCTIONS.get(_dotted(node.func) or "")
+        if fn is None:
+            raise CheckFailed(f"unknown function {_src(node.func)}")
+        args = [_sized(_eval(a, values)) for a in node.args]
+        kwargs = {k.arg: _eval(k.value, values) for k in node.keywords}
+        return _sized(fn(*args, **kwargs))
+    raise CheckFailed(f"unsupported expression {type(node).__name__}")
