@@ -5,7 +5,8 @@ latest Parquet of each kind, so users can query everything with plain SQL.
 - `problems`, `dropped`: views over the Parquet of the current (latest published) dataset version.
 - `checkpoints`: every model checkpoint (id, stage base/sft/rl, path, parent checkpoint, dataset version,
   config JSON, created) — lineage from any checkpoint back to its data and config.
-- `evaluations`: one row per (checkpoint, benchmark, k, seed, settings): avg@k, pass@k, n_problems.
+- `evaluations`: one row per (checkpoint, benchmark, k, seed, settings): avg@k, pass@k, n_problems, and
+  `infra` / `infra_problems` (infra-outcome samples, and problems with only those, left out of the metrics).
 - `ablations`: one row per (ablation, loss, seed) run: final and best held-out avg@k.
 - `current_views`: which dataset and file each view points at (so publishing twice changes nothing).
 Later stages add `verifications`, `evaluations`, `checkpoints` through `append_rows`.
@@ -69,6 +70,9 @@ CREATE TABLE IF NOT EXISTS ablations (
     benchmark VARCHAR,
     created TIMESTAMP NOT NULL
 );
+-- added after the first release: ALTER so catalogs created before gain the columns (NULL for old rows)
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS infra INTEGER;
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS infra_problems INTEGER;
 CREATE TABLE IF NOT EXISTS current_views (
     name VARCHAR PRIMARY KEY,
     dataset VARCHAR NOT NULL,

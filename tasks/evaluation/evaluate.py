@@ -1,11 +1,15 @@
 """Evaluate a model on a benchmark: k samples per problem (paper: temperature 0.6, top_p 0.95), graded
 by domain (graders registry), summarised as avg@k and pass@k (metrics.py). Seeded: the same model,
-benchmark and seed give the same numbers."""
+benchmark and seed give the same numbers.
+
+Infra outcomes (sandbox fault, grader hang, ungradable row; tasks/grading/grade.py) are left out of avg@k
+and pass@k (metrics.py) and reported: `infra` samples, and `infra_problems` whose samples were all infra
+(left out of both averages)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.evaluation.metrics import avg_at_k, mean_pass_at_k
+from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
 from tasks.generation.base import SamplingParams, chat_prompt
 
 
@@ -29,10 +33,12 @@ class EvalResult:
     pass_at_k: float
     n_problems: int
     per_problem: list[dict] = field(default_factory=list)
+    infra: int = 0            # samples with an infra outcome, left out of avg@k / pass@k
+    infra_problems: int = 0   # problems all of whose samples were infra, left out entirely
 
     def summary(self) -> dict:
         return {k: getattr(self, k) for k in ("benchmark", "benchmark_path", "k", "seed", "avg_at_k",
-                                              "pass_at_k", "n_problems")}
+                                              "pass_at_k", "n_problems", "infra", "infra_problems")}
 
 
 def load_benchmark(path: str) -> list[dict]:
@@ -89,8 +95,18 @@ def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=No
         if own:
             for g in graders.values():
                 g.close()
-    correct = [[g.correct for g in gs] for gs in grades]
-    per = [{"id": r["id"], "domain": r["domain"], "correct": sum(c), "n": len(c),
-            "scores": [g.score for g in gs], "sample": s[0] if s else ""}
+    return summarize(name, path, cfg, rows, samples, grades)
+
+
+def summarize(name: str, path: str, cfg: EvalConfig, rows: list[dict], samples: list[list[str]],
+              grades: list[list]) -> EvalResult:
+    """avg@k / pass@k over the graded samples, infra outcomes counted apart. Per problem: `correct` and
+    `n` over graded samples, `infra` samples left out, `scores` per sample (None for infra)."""
+    correct = [[None if g.infra else g.correct for g in gs] for gs in grades]
+    per = [{"id": r["id"], "domain": r["domain"], "correct": sum(x is True for x in c),
+            "n": sum(x is not None for x in c), "infra": sum(x is None for x in c),
+            "scores": [None if g.infra else g.score for g in gs], "sample": s[0] if s else ""}
            for r, c, gs, s in zip(rows, correct, grades, samples)]
-    return EvalResult(name, path, cfg.k, cfg.seed, avg_at_k(correct), mean_pass_at_k(correct, cfg.k), len(rows), per)
+    infra, infra_problems = infra_counts(correct)
+    return EvalResult(name, path, cfg.k, cfg.seed, avg_at_k(correct), mean_pass_at_k(correct, cfg.k), len(rows),
+                      per, infra, infra_problems)

@@ -36,7 +36,7 @@ def tag_difficulty_task(store: str | None, model: str, config, parent: str | Non
     counts: dict[str, int] = {}
     for d in table.column("difficulty").to_pylist():
         counts[d] = counts.get(d, 0) + 1
-    order = [t for t in ("easy", "medium", "hard", "unsolved") if t in counts]
+    order = [t for t in ("easy", "medium", "hard", "unsolved", "unknown") if t in counts]
     png = plot_bars({t: counts[t] for t in order}, Path(tempfile.mkdtemp()) / "difficulty.png",
                     f"difficulty by {config.k} samples of {version.parameters['model']}")
     create_image_artifact(image_url=png_data_url(png), key="difficulty-histogram",

@@ -1,12 +1,58 @@
 """Code grading: the last ```python block after `</think>`, judged in the Docker sandbox against the
-problem's tests (≤ 16 sampled, seeded per row). score = passed/total (soft reward), correct = accepted.
-No code block → score 0 ("no_code"); a sandbox fault → detail "sandbox_error" (never a wrong answer)."""
+problem's tests (≤ 16 sampled). Outcome by sandbox verdict (grade.py):
+
+    "accepted"      → CORRECT, score = 1.0
+    "sandbox_error" → INFRA,   score = 0.0 (a sandbox fault or an unjudgeable row; never a wrong answer)
+    anything else   → WRONG,   score = pass fraction (the soft reward); "timeout", "memory_limit",
+                      "compile_error" included: the program's fault. No code block → WRONG "no_code", 0.0.
+
+Every rollout of one problem is judged on the same sampled tests: each job row carries
+`problem_id = row["id"]`, and the sandbox seeds its test sample by problem_id (sandbox/judge.py), not by
+the job's own id (`<id>-<i>`, unique per rollout), so group advantages compare like with like.
+"""
 from __future__ import annotations
 
 import json
 
 from tasks.grading.code_extract import extract_code
-from tasks.grading.grade import Grade
+from tasks.grading.grade import Grade, Outcome
+
+
+def grade_from_result(res: dict) -> Grade:
+    """The Grade for one sandbox result row ({"verdict", "reward", "details", ...})."""
+    verdict = res["verdict"]
+    if verdict == "sandbox_error":
+        return Grade(Outcome.INFRA, 0.0, verdict, str((res.get("details") or {}).get("reason", "")))
+    if verdict == "accepted":
+        return Grade(Outcome.CORRECT, float(res["reward"] if res.get("reward") is not None else 1.0), verdict)
+    return Grade(Outcome.WRONG, float(res.get("reward") or 0.0), verdict)
+
+
+def problem_key(row: dict) -> str:
+    """What the sandbox seeds a problem's test sample by: its id, or (a row without one) a hash of its
+    problem text and tests, so the rollouts of one problem still share their tests."""
+    if row.get("id") is not None:
+        return str(row["id"])
+    import hashlib
+
+    tests = row.get("tests")
+    text = json.dumps([row.get("problem"), tests if isinstance(tests, str) else json.dumps(tests, sort_keys=True)])
+    return "sha1:" + hashlib.sha1(text.encode()).hexdigest()
+
+
+def job_rows(items) -> tuple[list[dict], list[int], dict[int, Grade]]:
+    """Sandbox job rows for the items that have code, their item indices, and the grades of those without."""
+    jobs, where, settled = [], [], {}
+    for i, (response, row) in enumerate(items):
+        code = extract_code(response)
+        if code is None:
+            settled[i] = Grade(Outcome.WRONG, 0.0, "no_code")
+            continue
+        tests = row.get("tests")
+        jobs.append({"id": f"{row.get('id', 'row')}-{i}", "problem_id": problem_key(row), "code": code,
+                     "tests": json.loads(tests) if isinstance(tests, str) else tests})
+        where.append(i)
+    return jobs, where, settled
 
 
 class CodeGrader:
@@ -21,23 +67,10 @@ class CodeGrader:
     def grade_batch(self, items) -> list[Grade]:
         from tasks.verification.verify import verify_rows
 
-        grades: list[Grade | None] = [None] * len(items)
-        jobs, where = [], []
-        for i, (response, row) in enumerate(items):
-            code = extract_code(response)
-            if code is None:
-                grades[i] = Grade(0.0, False, "no_code")
-                continue
-            tests = row.get("tests")
-            jobs.append({"id": f"{row.get('id', 'row')}-{i}", "code": code,
-                         "tests": json.loads(tests) if isinstance(tests, str) else tests})
-            where.append(i)
+        jobs, where, grades = job_rows(items)
         for i, res in zip(where, verify_rows(jobs, self.config) if jobs else []):
-            if res["verdict"] == "sandbox_error":
-                grades[i] = Grade(0.0, False, "sandbox_error")
-            else:
-                grades[i] = Grade(float(res["reward"] or 0.0), res["verdict"] == "accepted", res["verdict"])
-        return grades
+            grades[i] = grade_from_result(res)
+        return [grades[i] for i in range(len(items))]
 
     def close(self) -> None:
         """Stop this grader's warm sandbox containers (kept across grade_batch calls)."""

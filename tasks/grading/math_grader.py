@@ -5,13 +5,17 @@
 
 Parsing and verification run with math-verify's own signal timeouts disabled (they only work on the
 main thread) inside a `ProcessTimeoutPool`, so grading never hangs, in threads or Dask workers alike.
-A timeout grades as incorrect and is reported as such (`timed_out=True`).
+
+Outcomes (grade.py): verified → CORRECT (score 1.0); not verified → WRONG (0.0), verdict "";
+math-verify past its deadline → INFRA "grader_timeout" (the grader hung, not the model: no reward, left
+out of pass rates); a row without a reference answer → INFRA "no_reference" (the row cannot be graded;
+counting it wrong would mark the problem unsolved and punish every rollout).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.grading.grade import Grade
+from tasks.grading.grade import Grade, Outcome
 from tasks.grading.timeouts import ProcessTimeoutPool, TimedOut
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -54,6 +58,12 @@ class MathGrade:
     timed_out: bool = False
 
 
+def _grade(g: MathGrade) -> Grade:
+    if g.timed_out:
+        return Grade(Outcome.INFRA, 0.0, "grader_timeout")
+    return Grade(Outcome.CORRECT, 1.0) if g.correct else Grade(Outcome.WRONG, 0.0)
+
+
 class MathGrader:
     """`grade(response, answer) -> MathGrade`; `timeout` seconds per call (default 5, as math-verify).
 
@@ -79,7 +89,7 @@ class MathGrader:
         todo = []
         for i, (response, row) in enumerate(items):
             if row.get("answer") is None:
-                out[i] = Grade(0.0, False, "no reference answer")
+                out[i] = Grade(Outcome.INFRA, 0.0, "no_reference", "no reference answer")
             else:
                 todo.append((i, str(row["answer"]), response))
         for k in range(0, len(todo), self.chunk):
@@ -91,7 +101,7 @@ class MathGrader:
             except TimedOut:
                 verdicts = [self.grade(r, a) for _, a, r in part]
             for (i, _, _), g in zip(part, verdicts):
-                out[i] = Grade(float(g.correct), g.correct, "timeout" if g.timed_out else "")
+                out[i] = _grade(g)
         return out
 
     def close(self) -> None:

@@ -1,11 +1,13 @@
 """Graders, one registry keyed by domain. A grader scores a batch of (response, problem row) pairs:
 
-    grader.grade_batch([(response, row), ...]) -> [Grade(score, correct, detail), ...]
+    grader.grade_batch([(response, row), ...]) -> [Grade(outcome, score, verdict, detail), ...]
+
+Each grade's outcome is CORRECT, WRONG or INFRA (grade.py states the rule per grader).
 
 - `math` (math_grader.py): math-verify on the text after `</think>` vs `\\boxed{row["answer"]}`;
   score 1.0 or 0.0.
 - `code` (code_grader.py): the last ```python block after `</think>`, run in the Docker sandbox against
-  `row["tests"]`; score = passed/total (soft), correct = all passed.
+  `row["tests"]`; score = passed/total (soft), CORRECT = all passed, a timeout is WRONG.
 Batching lets the code grader send a whole batch to the sandbox pool at once.
 """
 from __future__ import annotations

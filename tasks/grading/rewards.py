@@ -6,14 +6,19 @@ Math:  r = +1 if math-verify says the text after `</think>` equals \\boxed{answe
 Code:  soft r = pass fraction over ≤ 16 sampled tests (paper: soft 61.0 vs hard 59.2 LCB v5); `hard` =
        1 only if all pass; no python block → the lowest reward (0). `scale_code` maps [0, 1] to [−1, 1]
        (2·rate − 1, as the release; the same advantages after group normalisation).
-An infrastructure failure (sandbox_error, grader timeout) is never scored as a wrong answer: the reward is
-None and the trainer leaves that rollout out.
+The reward is a pure function of the typed grade (grade.py):
+    INFRA   → None (sandbox fault, grader hang, ungradable row): the trainer leaves the rollout out and
+              counts it in `infra_failures`;
+    WRONG   → the wrong-answer reward: math `wrong`; code the soft pass fraction (0 under `hard`), scaled
+              if `scale_code`. A program that timed out is WRONG, so it gets exactly this reward;
+    CORRECT → `correct` (math) / 1.0 (code; +1 scaled);
+and the format penalties replace any non-None reward.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tasks.grading.grade import Grade
+from tasks.grading.grade import Grade, Outcome
 from tasks.grading.math_grader import THINK_CLOSE, THINK_OPEN
 
 
@@ -36,8 +41,8 @@ def format_penalty(response: str, cfg: RewardConfig) -> float | None:
 
 
 def reward_from_grade(domain: str, response: str, grade: Grade, cfg: RewardConfig) -> float | None:
-    """Turn a grade into a scalar reward; None when the grade is an infrastructure failure."""
-    if grade.detail in ("timeout", "sandbox_error"):
+    """Turn a grade into a scalar reward; None exactly when the outcome is INFRA."""
+    if grade.outcome == Outcome.INFRA:
         return None
     penalty = format_penalty(response, cfg)
     if penalty is not None:

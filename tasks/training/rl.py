@@ -1,7 +1,9 @@
 """GPPO reinforcement learning, read top to bottom (paper §RL, ../shared/RECIPE.md):
 
 per step: sample `prompts_per_step` prompts → `rollouts_per_prompt` completions each (temperature 1.0)
-→ rewards (math-verify / sandbox) → group-normalised advantages → drop zero-variance groups → split the
+→ rewards (math-verify / sandbox; tasks/grading/rewards.py: a wrong answer, a timed-out program included,
+gets the wrong-answer reward; an INFRA grade gets None, is left out and counted in `infra_failures`)
+→ group-normalised advantages → drop zero-variance groups → split the
 rollouts into `mini_batches` and take one optimizer step per mini-batch (several updates per rollout
 batch, as the paper) with
 
@@ -203,7 +205,7 @@ def _update(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, s
 
 def _update_steps(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device, step: int) -> dict:
     scored = [r for r in rollouts if r.reward is not None and r.response_ids]
-    infra = len(rollouts) - len(scored)
+    infra = len(rollouts) - len(scored)  # INFRA grades (reward None; an empty response too)
     if cfg.overlong_filter:
         scored = [r for r in scored if not r.truncated]
     rewards = [r.reward for r in scored]

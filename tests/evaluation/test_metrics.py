@@ -25,3 +25,14 @@ def test_avg_at_k_is_pass_at_1():
     correct = [[rng.random() < 0.3 for _ in range(8)] for _ in range(20)]
     assert avg_at_k(correct) == pytest.approx(mean_pass_at_k(correct, 1))
     assert avg_at_k([[True, False], [True, True]]) == 0.75
+
+
+def test_infra_samples_are_left_out_and_counted():
+    from tasks.evaluation.metrics import infra_counts
+
+    correct = [[True, None], [False, True], [None, None]]
+    assert avg_at_k(correct) == pytest.approx(0.75)  # 1/1 and 1/2; the all-infra problem is left out
+    assert mean_pass_at_k(correct, 2) == pytest.approx(1.0)  # [True] scored pass@1 with one graded sample
+    assert mean_pass_at_k([[False, None, True, False]], 2) == pytest.approx(pass_at_k(3, 1, 2))
+    assert infra_counts(correct) == (3, 1)
+    assert avg_at_k([[None]]) == 0.0 and infra_counts([[], [True]]) == (0, 0)

@@ -1,6 +1,12 @@
 import pytest
 
 from tasks.grading.code_extract import extract_code
+from tasks.grading.code_grader import CodeGrader, grade_from_result
+from tasks.grading.grade import Outcome
+from tasks.grading.rewards import RewardConfig, reward_from_grade
+
+TESTS = {"inputs": [f"{i}\n" for i in range(40)], "outputs": [f"{2 * i}\n" for i in range(40)]}
+PROGRAM = "<think>x</think>```python\nprint(int(input()) * 2)\n```"
 
 
 def test_extract_last_block_after_think():
@@ -24,7 +30,7 @@ def test_code_grader_soft_scores():
     finally:
         g.close()
     assert (grades[0].score, grades[0].correct) == (0.5, False)
-    assert grades[1].detail == "no_code" and grades[1].score == 0.0
+    assert grades[1].verdict == "no_code" and grades[1].outcome is Outcome.WRONG and grades[1].score == 0.0
 
 
 @pytest.mark.docker
@@ -45,3 +51,66 @@ def test_code_grader_keeps_its_containers_between_batches():
     finally:
         g.close()
     assert not [k for k in worker._pools if k[0] == g.owner]
+
+
+@pytest.mark.parametrize("res, outcome, score", [
+    ({"verdict": "accepted", "reward": 1.0}, Outcome.CORRECT, 1.0),
+    ({"verdict": "timeout", "reward": 0.0}, Outcome.WRONG, 0.0),
+    ({"verdict": "timeout", "reward": 0.25}, Outcome.WRONG, 0.25),
+    ({"verdict": "memory_limit", "reward": 0.0}, Outcome.WRONG, 0.0),
+    ({"verdict": "compile_error", "reward": 0.0}, Outcome.WRONG, 0.0),
+    ({"verdict": "sandbox_error", "reward": None, "details": {"reason": "docker down"}}, Outcome.INFRA, 0.0),
+])
+def test_sandbox_verdicts_map_to_outcomes(res, outcome, score):
+    g = grade_from_result(res)
+    assert (g.outcome, g.score, g.verdict) == (outcome, score, res["verdict"])
+
+
+class _Recorder:
+    """Stands in for verify_rows: records the job rows, answers each with the verdict in `script`."""
+    def __init__(self, script):
+        self.script, self.jobs = script, []
+
+    def __call__(self, jobs, config):
+        self.jobs += jobs
+        return [{"id": j["id"], "verdict": v, "passed": 0, "total": 16, "reward": None if v == "sandbox_error" else 0.0,
+                 "details": {}} for j, v in zip(jobs, self.script)]
+
+
+def _grade(monkeypatch, items, script):
+    import tasks.verification.verify as verify
+
+    rec = _Recorder(script)
+    monkeypatch.setattr(verify, "verify_rows", rec)
+    return CodeGrader(workers=1).grade_batch(items), rec.jobs
+
+
+def test_an_infinite_loop_gets_the_wrong_answer_reward_and_a_sandbox_fault_none(monkeypatch):
+    row = {"id": "p1", "tests": TESTS}
+    grades, _ = _grade(monkeypatch, [(PROGRAM, row), (PROGRAM, row), ("<think>x</think>no code", row)],
+                       ["timeout", "sandbox_error"])
+    assert [(g.outcome, g.verdict) for g in grades] == [
+        (Outcome.WRONG, "timeout"), (Outcome.INFRA, "sandbox_error"), (Outcome.WRONG, "no_code")]
+    resp = [PROGRAM, PROGRAM, "<think>x</think>no code"]
+    assert [reward_from_grade("code", r, g, RewardConfig()) for r, g in zip(resp, grades)] == [0.0, None, 0.0]
+    assert [reward_from_grade("code", r, g, RewardConfig(scale_code=True)) for r, g in zip(resp, grades)] == [-1.0, None, -1.0]
+
+
+def test_every_rollout_of_a_problem_carries_its_problem_id(monkeypatch):
+    a, b = {"id": "p1", "tests": TESTS}, {"id": "p2", "tests": TESTS}
+    _, jobs = _grade(monkeypatch, [(PROGRAM, a), (PROGRAM, b), (PROGRAM, a), (PROGRAM, a)], ["accepted"] * 4)
+    assert [j["problem_id"] for j in jobs] == ["p1", "p2", "p1", "p1"]
+    assert len({j["id"] for j in jobs}) == 4  # each rollout is still its own job
+
+
+def test_rollouts_of_one_problem_sample_the_same_tests():
+    """sandbox/judge.prepare keys its ≤ 16-test sample on problem_id, not the rollout's own id."""
+    from sandbox.config import JudgeConfig
+    from sandbox.judge import prepare
+
+    cfg = JudgeConfig(max_tests=16, seed=0)
+    code = "print(int(input()) * 2)"
+    same = [prepare({"id": f"p1-{i}", "problem_id": "p1", "code": code, "tests": TESTS}, cfg).indices for i in range(4)]
+    assert len(same[0]) == 16 and all(s == same[0] for s in same)
+    own = [prepare({"id": f"p1-{i}", "code": code, "tests": TESTS}, cfg).indices for i in range(4)]
+    assert len({tuple(s) for s in own}) > 1  # keyed by the row id, rollouts would see different tests

@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+from tasks.grading.grade import Outcome
 from tasks.grading.math_grader import MathGrader, final_text
 from tasks.grading.timeouts import ProcessTimeoutPool, TimedOut
 
@@ -68,8 +69,8 @@ def test_registry_builds_math_grader_and_rejects_unknown():
     try:
         grades = g.grade_batch([("</think>\\boxed{7}", {"answer": "7"}), ("</think>\\boxed{8}", {"answer": 7}),
                                 ("</think>\\boxed{8}", {})])
-        assert [x.correct for x in grades] == [True, False, False]
-        assert grades[2].detail == "no reference answer"
+        assert [x.outcome for x in grades] == [Outcome.CORRECT, Outcome.WRONG, Outcome.INFRA]
+        assert grades[2].verdict == "no_reference"
     finally:
         g.close()
     with pytest.raises(ValueError, match="no grader for domain 'poetry'"):
@@ -86,7 +87,7 @@ def test_batch_in_chunks_matches_one_by_one_and_keeps_order():
     finally:
         g.close()
     assert [x.correct for x in got] == one_by_one[:3] + [False] + one_by_one[3:]
-    assert got[3].detail == "no reference answer"
+    assert got[3].outcome is Outcome.INFRA and got[3].verdict == "no_reference"
     assert [x.correct for x in got] == [True, True, False, False, False, False, False, True]
 
 
@@ -98,3 +99,26 @@ def test_a_chunk_past_its_deadline_is_regraded_item_by_item():
         assert [x.correct for x in g.grade_batch(items)] == [True, False]
     finally:
         g.close()
+
+
+class _HangingPool:
+    """Stands in for the grading process: any call whose text says "hang" misses its deadline."""
+    def call(self, fn, *args, timeout):
+        if "hang" in repr(args):
+            raise TimedOut("hung")
+        return fn(*args) if fn.__name__ == "_verify_many" else True
+
+    def close(self):
+        pass
+
+
+def test_a_grader_hang_is_infra_not_wrong():
+    """math-verify past its deadline says nothing about the answer: INFRA "grader_timeout", reward None;
+    the rest of its chunk is regraded one by one and keeps its grade."""
+    from tasks.grading.rewards import RewardConfig, reward_from_grade
+
+    g = MathGrader(timeout=1, chunk=2)
+    g._pool = _HangingPool()
+    got = g.grade_batch([("<think></think>hang", {"answer": "1"}), ("<think></think>\\boxed{1}", {"answer": "1"})])
+    assert [(x.outcome, x.verdict) for x in got] == [(Outcome.INFRA, "grader_timeout"), (Outcome.CORRECT, "")]
+    assert reward_from_grade("math", "<think></think>hang", got[0], RewardConfig()) is None

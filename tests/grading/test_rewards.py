@@ -1,27 +1,54 @@
-from tasks.grading.grade import Grade
+import pytest
+
+from tasks.grading.grade import Grade, Outcome
 from tasks.grading.rewards import RewardConfig, is_correct, reward_from_grade
 
 C = RewardConfig()
+OK, BAD = Grade(Outcome.CORRECT, 1.0), Grade(Outcome.WRONG, 0.0)
 
 
 def test_math_rewards_and_format_penalties():
-    ok, bad = Grade(1.0, True), Grade(0.0, False)
-    assert reward_from_grade("math", "<think>x</think>\\boxed{1}", ok, C) == 1.0
-    assert reward_from_grade("math", "<think>x</think>\\boxed{2}", bad, C) == -1.0
-    assert reward_from_grade("math", "<think>x \\boxed{1}", ok, C) == -0.5
-    assert reward_from_grade("math", "\\boxed{1}", ok, C) == -2.0
+    assert reward_from_grade("math", "<think>x</think>\\boxed{1}", OK, C) == 1.0
+    assert reward_from_grade("math", "<think>x</think>\\boxed{2}", BAD, C) == -1.0
+    assert reward_from_grade("math", "<think>x \\boxed{1}", OK, C) == -0.5
+    assert reward_from_grade("math", "\\boxed{1}", OK, C) == -2.0
     no_fmt = RewardConfig(missing_think_close=None, missing_think_open=None)
-    assert reward_from_grade("math", "\\boxed{1}", ok, no_fmt) == 1.0
+    assert reward_from_grade("math", "\\boxed{1}", OK, no_fmt) == 1.0
 
 
 def test_code_soft_hard_and_scaled():
-    g = Grade(0.75, False)
+    g = Grade(Outcome.WRONG, 0.75, "wrong_answer")
     assert reward_from_grade("code", "<think></think>```python```", g, C) == 0.75
     assert reward_from_grade("code", "<think></think>", g, RewardConfig(code_mode="hard")) == 0.0
     assert reward_from_grade("code", "<think></think>", g, RewardConfig(scale_code=True)) == 0.5
+    acc = Grade(Outcome.CORRECT, 1.0, "accepted")
+    assert reward_from_grade("code", "<think></think>", acc, RewardConfig(code_mode="hard", scale_code=True)) == 1.0
+
+
+@pytest.mark.parametrize("verdict", ["timeout", "memory_limit", "compile_error", "no_code"])
+def test_a_program_that_times_out_gets_the_wrong_answer_reward(verdict):
+    """An infinite loop is the model's fault: the wrong-answer reward, never None."""
+    g = Grade(Outcome.WRONG, 0.0, verdict)  # 0 of its tests passed
+    assert reward_from_grade("code", "<think></think>", g, C) == 0.0
+    assert reward_from_grade("code", "<think></think>", g, RewardConfig(code_mode="hard")) == 0.0
+    assert reward_from_grade("code", "<think></think>", g, RewardConfig(scale_code=True)) == -1.0
+
+
+def test_a_partial_timeout_keeps_its_pass_fraction():
+    g = Grade(Outcome.WRONG, 0.5, "timeout")  # half the tests passed before one looped
+    assert reward_from_grade("code", "<think></think>", g, C) == 0.5
 
 
 def test_infrastructure_failures_are_not_wrong_answers():
-    assert reward_from_grade("code", "<think></think>", Grade(0.0, False, "sandbox_error"), C) is None
-    assert reward_from_grade("math", "<think></think>", Grade(0.0, False, "timeout"), C) is None
+    sandbox = Grade(Outcome.INFRA, 0.0, "sandbox_error")
+    hang = Grade(Outcome.INFRA, 0.0, "grader_timeout")
+    assert reward_from_grade("code", "<think></think>", sandbox, C) is None
+    assert reward_from_grade("code", "no think at all", sandbox, C) is None  # no format penalty either
+    assert reward_from_grade("math", "<think></think>", hang, C) is None
     assert not is_correct(None, C, "math") and is_correct(1.0, C, "math") and not is_correct(0.75, C, "code")
+
+
+def test_grade_correct_follows_the_outcome():
+    assert OK.correct and not OK.infra and not BAD.correct
+    assert Grade(Outcome.INFRA).infra and not Grade(Outcome.INFRA).correct
+    assert Outcome("infra") is Outcome.INFRA and Outcome.WRONG == "wrong"
