@@ -320,12 +320,17 @@ def _rl_config(**kw):
 
 def _check_data(data: str) -> None:
     """DATA is a file, a store directory, or `STORE#VERSION` (a store's pinned dataset version)."""
-    store, sep, version = data.partition("#")
-    if sep and Path(store).is_dir():
+    from storage.refs import data_ref
+
+    try:
+        ref = data_ref(data)
+    except ValueError as e:
+        raise UserError(f"--data {e}") from None
+    if ref is not None and ref.version is not None:
         from storage.store import Store
 
-        if not Store(store).has_version(version):
-            raise UserError(f"--data {data}: store {store} has no dataset version {version!r}")
+        if not Store(ref.store).has_version(ref.version):
+            raise UserError(f"--data {data}: store {ref.store} has no dataset version {ref.version!r}")
         return
     if not Path(data).exists():
         raise UserError(f"--data {data}: no such file or store")

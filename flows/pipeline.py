@@ -14,6 +14,7 @@ from prefect.cache_policies import NONE
 from flows.curate import curate
 from flows.verify import verify
 from storage.keys import hash_file, hash_json
+from storage.refs import DatasetRef
 from storage.store import Store, resolve_store
 from tasks.curation.config import CurateConfig
 from tasks.curation.prefect_tasks import publish_dataset_task
@@ -70,7 +71,7 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
     base = config.base_model or base_model_task(store, config.model_preset, config.seed, sources)
     sft_out = sft_dir(store, base, dataset, config.sft)
     if not finished(sft_out):
-        sft_train_task(base, f"{store}#{dataset}", str(sft_out), config.sft, True, store, config.sft_nproc)
+        sft_train_task(base, str(DatasetRef(store, dataset)), str(sft_out), config.sft, True, store, config.sft_nproc)
     log.info("SFT checkpoint: %s", sft_out)
 
     rl_data = dataset
@@ -82,7 +83,7 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
         rl_data = tagged["id"]
     rl_out = rl_dir(store, str(sft_out), rl_data, config.rl)
     if not finished(rl_out):
-        rl_train_task(str(sft_out), f"{store}#{rl_data}", str(rl_out), config.rl, True, store)
+        rl_train_task(str(sft_out), str(DatasetRef(store, rl_data)), str(rl_out), config.rl, True, store)
     log.info("RL checkpoint: %s", rl_out)
 
     if config.eval_benchmark not in benchmarks:

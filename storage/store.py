@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from storage import paths
 from storage.catalog import Catalog
+from storage.refs import data_ref
 
 DEFAULT_STORE = "./klear-store"
 PARQUET_COMPRESSION = "zstd"
@@ -35,8 +36,8 @@ def resolve_store(root: str | None = None) -> str:
 
 def store_of(data: str) -> str | None:
     """The store a training `--data` value names: a store directory or `STORE#VERSION`; None for a file."""
-    root = data.partition("#")[0]
-    return root if Path(root).is_dir() else None
+    ref = data_ref(data)
+    return ref.store if ref else None
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable
 
 import torch
@@ -54,12 +53,13 @@ def read_problems(data: str) -> tuple[list[dict], str]:
     """Canonical rows and their dataset id from a .jsonl/.parquet file ("file:<hash>"), a store directory
     (its current version) or `STORE#VERSION`. A malformed file row is an error naming file and row."""
     from storage.keys import hash_file
+    from storage.refs import data_ref
     from tasks.curation.schema import Malformed, to_problem
     from tasks.curation.sources import read_source
 
-    store_dir, _, pinned = data.partition("#")
-    if Path(store_dir).is_dir():
-        return read_store_problems(store_dir, pinned or None)
+    ref = data_ref(data)
+    if ref is not None:
+        return read_store_problems(ref.store, ref.version)
     rows = []
     for raw in read_source(data):
         if raw.error:

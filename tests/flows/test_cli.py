@@ -92,3 +92,14 @@ def test_data_pinned_to_a_missing_store_version_is_named(tmp_path):
     r = run(["sft", "--model", str(model), "--data", f"{tmp_path}/store#ds-0000", "--out", str(tmp_path / "o")], tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == f"klear: error: --data {tmp_path}/store#ds-0000: store {tmp_path}/store has no dataset version 'ds-0000'"
+
+
+def test_data_with_an_empty_version_after_hash_is_one_line(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (tmp_path / "store").mkdir()
+    r = run(["rl", "--model", str(model), "--data", f"{tmp_path}/store#", "--out", str(tmp_path / "o")], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (f"klear: error: --data {tmp_path}/store#: an empty dataset version "
+                                "(expected STORE or STORE#VERSION)")
