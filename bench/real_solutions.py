@@ -533,12 +533,14 @@ def _why(result: dict) -> str:
 def compare(cases: list[Case], results: list[dict], bare: list[dict], flaky: dict[str, dict]) -> dict:
     """Tally sandbox verdicts against bare outcomes; every disagreement listed with both reasons.
 
-    Not counted, but listed: references that fail bare or are unstable (`flaky`: near the CPU limit, or
+    Not counted, but listed: rows whose assert tests cannot be judged outside the program's process
+    (an assert in a loop, or comparing two values the program produced: `invalid_tests`); references that fail bare or are unstable (`flaky`: near the CPU limit, or
     following PYTHONHASHSEED) are data issues; mutants that pass bare survived the dataset's tests."""
     report: dict = {"reference": collections.Counter(), "broken": collections.Counter(),
                     "verdicts": {"reference": collections.Counter(), "broken": collections.Counter()},
                     "by_form": collections.defaultdict(collections.Counter), "data_issues": [],
-                    "unstable_mutants": [], "survived_mutants": [], "disagreements": [], "verdict_kind_differs": []}
+                    "unstable_mutants": [], "survived_mutants": [], "disagreements": [], "verdict_kind_differs": [],
+                    "unjudgeable": []}
     for case, res, b in zip(cases, results, bare):
         assert res["id"] == case.row["id"], (res["id"], case.row["id"])
         ref = case.variant == "reference"
@@ -549,6 +551,10 @@ def compare(cases: list[Case], results: list[dict], bare: list[dict], flaky: dic
         unstable = flaky.get(case.row["id"])
         if unstable:
             entry["unstable"] = unstable["why"]
+        if res["verdict"] == "sandbox_error" and _why(res).startswith("invalid_tests"):
+            report["unjudgeable"].append(entry)  # asserts whose check would run in the program's process:
+            report[side]["unjudgeable"] += 1     #   refused by design (curation drops them as invalid_tests)
+            continue
         if ref and (unstable or b["verdict"] != "accepted"):
             report["data_issues"].append(entry)
             report["reference"]["data_issue"] += 1
@@ -662,7 +668,8 @@ def main() -> None:
 def print_report(r: dict) -> None:
     ref, brk = r["reference"], r["broken"]
     print(f"\nreferences: {ref['accepted']}/{ref['total']} accepted "
-          f"(+{ref['data_issue']} data issues: failing their own tests bare, or unstable)")
+          f"(+{ref['data_issue']} data issues: failing their own tests bare, or unstable; "
+          f"+{ref['unjudgeable']} with unjudgeable assert tests)")
     print(f"broken:     {brk['rejected']}/{brk['total']} rejected "
           f"(+{brk['survived']} mutants that pass the tests bare too, +{brk['unstable']} unstable: not counted)")
     for key, c in sorted(r["by_form"].items()):
@@ -673,6 +680,11 @@ def print_report(r: dict) -> None:
     for e in r["data_issues"] + r["unstable_mutants"]:
         why = f"; unstable: {e['unstable']}" if "unstable" in e else ""
         print(f"  {e['id']}: bare {e['bare']} ({e['bare_why'][:120]}); sandbox {e['sandbox']}{why}")
+    if r["unjudgeable"]:
+        print(f"\nunjudgeable assert tests ({len(r['unjudgeable'])} rows, not counted): the check would run "
+              "in the program's process")
+        for e in r["unjudgeable"]:
+            print(f"  {e['id']}: {e['sandbox_why'][:150]}")
     print(f"\ndisagreements ({len(r['disagreements'])}):")
     for e in r["disagreements"]:
         print(f"  {e['id']} [{e['kind']}]: sandbox {e['sandbox']} ({e['sandbox_why'][:150]}); "

@@ -5,6 +5,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 
 from sandbox.channel import Channel, ChannelError
@@ -16,6 +17,7 @@ log = logging.getLogger(__name__)
 LABEL = "klear.sandbox"  # every container we create carries LABEL=1 (the reaper's selector)
 OWNER_LABEL = "klear.owner"  # host:pid:start-ticks of the creating process (the reaper's liveness test)
 CHILD_PATH = "/usr/local/bin:/usr/bin:/bin"
+REMOVE_TIMEOUT_S = 30.0  # how long close() waits for a container to be gone: ≈ 0.1-0.3 s, seconds under load
 
 
 class SandboxFault(Exception):
@@ -85,6 +87,7 @@ class Container:
         self.jobs = 0
         self.hello: dict = {}
         self.uid = random.randrange(*config.uid_range)
+        self._close_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -122,16 +125,50 @@ class Container:
             raise SandboxFault(f"{self.name}: runner error: {resp.get('error')}")
         return resp
 
-    def close(self) -> None:
-        if self.channel is not None:
-            self.channel.close()
-            self.channel = None
-        if self.id is not None:
-            try:
-                self.client.api.remove_container(self.id, force=True)
-            except Exception as exc:  # already gone (auto_remove) or the engine is down: the reaper's job
-                log.debug("%s: remove: %s", self.name, exc)
+    def close(self, timeout: float = REMOVE_TIMEOUT_S) -> None:
+        """Remove the container and return once the engine no longer lists it (within `timeout`).
+
+        The removal is requested while our attach socket is still open: closing it first makes the
+        runner exit, auto_remove starts its own removal, and ours is refused with 409 "already in
+        progress" while the container is still listed. Whoever removes it, we wait until it is gone.
+        Past `timeout`, or with the engine down, what is left is auto_remove's and the reaper's.
+        Safe to call twice and from two threads (the second call waits for the first)."""
+        with self._close_lock:
+            cid, name = self.id, self.name
             self.id = None
+            try:
+                if cid is not None:
+                    remove_and_wait(self.client.api, cid, timeout, name)
+            finally:
+                if self.channel is not None:
+                    self.channel.close()
+                    self.channel = None
+
+
+def remove_and_wait(api, cid: str, timeout: float, name: str = "") -> bool:
+    """Force-remove container `cid`; True once the engine reports it gone (404), False if it was still
+    there after `timeout` s or the engine could not be asked."""
+    from docker.errors import APIError, NotFound
+
+    name = name or f"sandbox {cid[:12]}"
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            api.remove_container(cid, force=True)
+            return True  # the engine answers once the container is gone
+        except NotFound:
+            return True
+        except APIError as exc:  # 409: another removal (auto_remove, the reaper) is in progress
+            log.debug("%s: remove: %s", name, exc)
+        except Exception as exc:  # engine down or unreachable: the reaper's job
+            log.debug("%s: remove: %s", name, exc)
+            return False
+        if time.monotonic() + delay > deadline:
+            log.warning("%s: still listed %.0f s after removal was requested", name, timeout)
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def wait_for_engine(client, timeout: float) -> bool:

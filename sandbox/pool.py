@@ -20,7 +20,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from sandbox.config import PoolConfig
-from sandbox.container import Container, SandboxFault, wait_for_engine
+from sandbox.container import REMOVE_TIMEOUT_S, Container, SandboxFault, wait_for_engine
 from sandbox.image import ensure_image
 from sandbox.reaper import reap
 
@@ -52,7 +52,9 @@ class SandboxPool:
         self._idle: queue.Queue[Container] = queue.Queue()
         self._members: set[Container] = set()  # every live container, idle or busy
         self._pending = 0  # containers being started
+        self._removing = 0  # discarded containers being removed in the background
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when _pending or _removing drops
         self._start_lock = threading.Lock()
         self._closed = False
         self._started = False
@@ -86,14 +88,26 @@ class SandboxPool:
             self._started = True
         return self
 
-    def close(self) -> None:
+    def close(self, timeout: float = REMOVE_TIMEOUT_S + 30) -> None:
+        """Remove every container of the pool; return once the engine no longer lists any of them.
+
+        That includes containers being started (by the spawner or by an _acquire in another thread,
+        which removes what it started once it sees the pool closed) and discarded ones being removed in
+        the background. Bounded by `timeout` (and each removal by REMOVE_TIMEOUT_S): what is still
+        there then is logged and left to auto_remove and the reaper."""
+        deadline = time.monotonic() + timeout
         with self._lock:
             self._closed = True
             members = list(self._members)
             self._members.clear()
-        self._spawner.shutdown(wait=True, cancel_futures=True)
+        self._spawner.shutdown(wait=False, cancel_futures=True)  # running starts are waited for below
         with ThreadPoolExecutor(max_workers=8) as ex:  # removal is ≈ 0.1-0.3 s each: do them together
             list(ex.map(lambda c: c.close(), members))
+        with self._settled:
+            if not self._settled.wait_for(lambda: self._pending == 0 and self._removing == 0,
+                                          timeout=max(0.0, deadline - time.monotonic())):
+                log.warning("sandbox pool closed with %d container(s) still starting and %d being removed",
+                            self._pending, self._removing)
 
     def __enter__(self) -> "SandboxPool":
         return self.start()
@@ -107,19 +121,22 @@ class SandboxPool:
             if self._closed or len(self._members) + self._pending >= self.config.size:
                 return
             self._pending += 1
-        try:
+        try:  # pending until it is a member or removed, so close() can wait for it
             exec_tmp = self.config.container.tmpfs_exec
             if exec_tmp is None:
                 exec_tmp = self.config.image.cpp
             c = Container(self.client, self.image, self.config.container, self.config.startup_s, exec_tmp).start()
-        finally:
             with self._lock:
-                self._pending -= 1
-        with self._lock:
-            if self._closed:
+                keep = not self._closed
+                if keep:
+                    self._members.add(c)
+            if not keep:
                 c.close()
                 return
-            self._members.add(c)
+        finally:
+            with self._settled:
+                self._pending -= 1
+                self._settled.notify_all()
         self.stats["started"] += 1
         self._idle.put(c)
 
@@ -135,11 +152,21 @@ class SandboxPool:
             pass
 
     def _discard(self, c: Container) -> None:
+        """Drop a member; it is removed in the background (close() waits for that) and replaced."""
         with self._lock:
             self._members.discard(c)
+            self._removing += 1
         self.stats["recycled"] += 1
-        threading.Thread(target=c.close, daemon=True).start()
+        threading.Thread(target=self._remove, args=(c,), daemon=True).start()
         self._spawn_in_background()
+
+    def _remove(self, c: Container) -> None:
+        try:
+            c.close()
+        finally:
+            with self._settled:
+                self._removing -= 1
+                self._settled.notify_all()
 
     def _acquire(self, wait_s: float) -> Container:
         deadline = time.monotonic() + wait_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from sandbox.container import LABEL, OWNER_LABEL, process_start_ticks
+from sandbox.container import LABEL, OWNER_LABEL, process_start_ticks, remove_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ def labelled(client, attempts: int = 5) -> list:
     return []
 
 
-def reap(client=None, everything: bool = False) -> list[str]:
-    """Remove orphaned (or, with everything=True, all) sandbox containers; return their ids."""
+def reap(client=None, everything: bool = False, timeout: float = 10.0) -> list[str]:
+    """Remove orphaned (or, with everything=True, all) sandbox containers; return the ids of those gone
+    on return (each removal waits at most `timeout` s)."""
     if client is None:
         import docker
 
@@ -49,12 +50,9 @@ def reap(client=None, everything: bool = False) -> list[str]:
     removed = []
     for c in labelled(client):
         orphan = not owner_alive(c.labels.get(OWNER_LABEL)) or c.status in ("exited", "dead")
-        if everything or orphan:
-            try:
-                c.remove(force=True)
+        if everything or orphan:  # waits out a removal already in progress (auto_remove): gone on return
+            if remove_and_wait(client.api, c.id, timeout, f"reap {c.short_id}"):
                 removed.append(c.id)
-            except Exception as exc:  # removed concurrently (auto_remove) or already in removal
-                log.debug("reap %s: %s", c.short_id, exc)
     if removed:
         log.info("reaped %d sandbox container(s)", len(removed))
     return removed

@@ -2,11 +2,14 @@
 import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
 
 import pytest
 
 from sandbox import PoolConfig, SandboxPool, reap
+from sandbox.config import ContainerConfig
 from sandbox.container import LABEL, OWNER_LABEL, owner_id
 from sandbox.image import ensure_image
 from sandbox.reaper import labelled, owner_alive
@@ -46,6 +49,41 @@ def test_recycles_after_n_jobs(client):
         pool.run(JOB, 30)
         assert next(iter(pool._members)).id != first
         assert pool.stats["recycled"] == 1 and pool.stats["jobs"] == 3
+
+
+def tagged_pool(client, **kw) -> tuple[SandboxPool, str]:
+    """A pool whose containers carry a label of their own, so a test sees exactly its containers."""
+    tag = uuid.uuid4().hex
+    return SandboxPool(PoolConfig(container=ContainerConfig(labels={"klear.test": tag}), **kw), client=client), tag
+
+
+def listed(client, tag: str) -> list:
+    return [x for x in labelled(client) if x.labels.get("klear.test") == tag]
+
+
+def test_close_returns_after_recycled_and_replacement_containers_are_gone(client):
+    """close() waits for a retired container still being removed in the background and for its
+    replacement being started: when it returns, the engine lists none of the pool's containers."""
+    pool, tag = tagged_pool(client, size=1, recycle_after=1)
+    with pool:
+        pool.run(JOB, 30)  # retires the container (removed in a background thread) and starts another
+    assert listed(client, tag) == []
+
+
+def test_close_waits_for_a_container_started_by_another_thread(client):
+    """A run() in another thread may be starting a container (its _acquire found the pool short) when
+    close() is called: close() returns only after that container is removed too."""
+    pool, tag = tagged_pool(client, size=1)
+    pool.image = ensure_image(client=client)
+    worker = threading.Thread(target=pool._spawn)  # what _acquire does in the caller's thread
+    worker.start()
+    deadline = time.monotonic() + 10
+    while pool._pending == 0 and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    pool.close()
+    assert listed(client, tag) == []
+    worker.join(60)
+    assert listed(client, tag) == [] and not pool._members
 
 
 def test_reaper_removes_containers_of_dead_clients(client):

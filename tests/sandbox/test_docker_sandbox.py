@@ -43,11 +43,8 @@ def pool(docker_client):
     os.environ["KLEAR_TEST_SECRET"] = SECRET  # must not reach any program
     pool = SandboxPool(PoolConfig(size=1), client=docker_client).start()
     yield pool
-    pool.close()
+    pool.close()  # returns once the engine lists none of its containers (recycled ones included)
     del os.environ["KLEAR_TEST_SECRET"]
-    deadline = time.monotonic() + 30  # under load a removal racing auto_remove stays listed a moment
-    while ours(docker_client) and time.monotonic() < deadline:
-        time.sleep(0.5)
     assert ours(docker_client) == []
 
 
@@ -339,7 +336,7 @@ def test_runner_cannot_be_killed_traced_or_read(pool):
 
 
 def test_exiting_before_the_asserts_is_not_a_pass(pool):
-    out = run(pool, "import os\nos._exit(0)", tests={"assert_code": "assert False"})
+    out = run(pool, "import os\nos._exit(0)", tests={"assert_code": "assert add(1, 2) == 3"})
     assert out["verdict"] == "runtime_error", out["details"]
     out = run(pool, "import sys\ndef add(a, b):\n    sys.exit(0)", tests={"assert_code": "assert add(1, 2) == 3"})
     assert out["verdict"] == "runtime_error", out["details"]
@@ -379,7 +376,7 @@ def test_no_labelled_containers_remain_after_close(docker_client):
     ids = {m.id for m in p._members}
     assert len(ids) == 2 and ids <= {c.id for c in ours(docker_client)}
     assert all(c.labels[LABEL] == "1" for c in ours(docker_client))
-    p.close()
+    p.close()  # synchronous: no bounded poll, a container still listed here is a bug in close()
     assert ids.isdisjoint(c.id for c in labelled(docker_client))
 
 

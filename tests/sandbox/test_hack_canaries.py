@@ -403,3 +403,21 @@ def test_each_assert_is_one_scored_test(pool):
     tests = {"assert_code": "assert double(1) == 2\nassert double(2) == 4\nassert double(3) == 7"}
     out = run(pool, "def double(x):\n    return 2 * x\n", tests)
     assert (out["verdict"], out["passed"], out["total"]) == ("wrong_answer", 2, 3), out
+
+
+# ------------------------------------------------------------- 6. through the RL reward path, for real
+def test_rl_reward_of_a_timed_out_program_is_the_wrong_answer_reward(pool):
+    from tasks.grading.code_grader import CodeGrader
+    from tasks.grading.grade import Outcome
+    from tasks.grading.rewards import RewardConfig, reward_from_grade
+
+    row = {"id": "loop", "domain": "code", "tests": {"fn_name": "double", "inputs": [[2]], "outputs": [4]}}
+    response = "<think>spin</think>\n```python\ndef double(x):\n    while True:\n        pass\n```"
+    grader = CodeGrader(workers=1)
+    try:
+        (grade,) = grader.grade_batch([(response, row)])
+    finally:
+        grader.close()
+    assert grade.outcome == Outcome.WRONG and grade.verdict == "timeout", grade
+    assert reward_from_grade("code", response, grade, RewardConfig()) == 0.0
+    assert reward_from_grade("code", response, grade, RewardConfig(scale_code=True)) == -1.0
