@@ -200,14 +200,14 @@ def _needs_program(node: ast.AST) -> bool:
     return any(_observation_id(n) is not None for n in ast.walk(node))
 
 
-def _check_comparisons(test: ast.expr, original: ast.stmt) -> None:
+def _check_comparisons(test: ast.expr, source: str) -> None:
     """Every comparison needs a side the program did not produce: the expected value."""
     for node in ast.walk(test):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             for a, b in zip(sides, sides[1:]):
                 if _needs_program(a) and _needs_program(b):
-                    raise UnjudgeableAssert(f"`{_src(original)}` compares two values that both come from "
+                    raise UnjudgeableAssert(f"`{source}` compares two values that both come from "
                                             "the program's process (compare with a literal)")
 
 
@@ -226,13 +226,14 @@ def _inline_check_functions(tree: ast.Module) -> ast.Module:
         if fn is not None and _inlinable(fn, s.value, calls):
             for param, arg in zip(fn.args.args, s.value.args):
                 body.append(ast.Assign(targets=[ast.Name(id=param.arg, ctx=ast.Store())], value=arg, lineno=0))
+                # (lineno 0: an inlined statement has no source of its own)
             body.extend(fn.body)
             continue
         if isinstance(s, ast.FunctionDef) and s.name in calls and _inlinable(s, calls[s.name][0].value, calls):
             continue  # the def itself goes; its body is inlined at the call
         body.append(s)
     tree.body = body
-    return ast.fix_missing_locations(tree)
+    return tree
 
 
 def _inlinable(fn: ast.FunctionDef, call: ast.Call, calls: dict) -> bool:
@@ -260,6 +261,7 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
         if name.startswith(OBS_PREFIX) or name == OBSERVE:
             raise UnjudgeableAssert(f"line {node.lineno}: the name {name} is reserved for the judge")
     tree = _inline_check_functions(tree)
+    lines = code.splitlines()
     body: list[ast.stmt] = []
     checks: list[AssertCheck] = []
     next_obs = 0
@@ -272,29 +274,35 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
                                             "(asserts must be top-level statements)")
             body.append(stmt)
             continue
+        source = _statement_source(lines, stmt)  # before lifting rewrites stmt.test in place
         lift = _Lift(next_obs)
-        test = lift.lift(_copy(stmt.test))
+        test = lift.lift(stmt.test)
         if not lift.observed:
             try:
                 holds = evaluate_check(ast.unparse(test), {})
             except CheckFailed as exc:
-                raise UnjudgeableAssert(f"line {stmt.lineno}: `{_src(stmt.test)}` cannot be evaluated: {exc}") from None
+                raise UnjudgeableAssert(f"line {stmt.lineno}: `{source}` cannot be evaluated: {exc}") from None
             if not holds:
-                raise UnjudgeableAssert(f"line {stmt.lineno}: `{_src(stmt.test)}` is false without the program")
+                raise UnjudgeableAssert(f"line {stmt.lineno}: `{source}` is false without the program")
             continue  # a constant assert tests nothing
-        _check_comparisons(test, stmt)
+        _check_comparisons(test, source)
         next_obs = lift.next
         for k, expr in lift.observed:
             body.append(ast.Expr(ast.Call(ast.Name(OBSERVE, ast.Load()), [
                 ast.Constant(k), ast.Lambda(_no_args(), expr)], [])))
         checks.append(AssertCheck(snippet, ast.unparse(test), tuple(k for k, _ in lift.observed),
-                                  _src(stmt, 200)))
-    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+                                  source))
+    module = ast.Module(body=body, type_ignores=[])  # unparsed, never compiled here: no locations needed
     return ast.unparse(module), checks
 
 
-def _copy(node: ast.expr) -> ast.expr:
-    return ast.parse(ast.unparse(node), mode="eval").body
+def _statement_source(lines: list[str], stmt: ast.stmt, n: int = 200) -> str:
+    """The statement's text for messages: its source lines when it has them (an inlined one does not)."""
+    if stmt.lineno > 0 and stmt.end_lineno and stmt.end_lineno <= len(lines):
+        text = " ".join(" ".join(lines[stmt.lineno - 1:stmt.end_lineno]).split())
+    else:
+        text = ast.unparse(stmt)
+    return text if len(text) <= n else text[:n] + "…"
 
 
 def _no_args() -> ast.arguments:

@@ -19,6 +19,7 @@ and host-side checks. An assert that cannot be judged that way makes the tests i
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import dataclass
@@ -129,6 +130,13 @@ def _assert_suite(snippets: Any) -> TestSuite:
     snippets = [snippets] if isinstance(snippets, str) else snippets
     if not isinstance(snippets, list) or not snippets or not all(isinstance(s, str) for s in snippets):
         raise InvalidTests("assert_code must be a non-empty string or list of strings")
+    return _rewritten(tuple(snippets))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rewritten(snippets: tuple[str, ...]) -> TestSuite:
+    """Rewriting costs ~1 ms a snippet; RL grades each problem's tests once per rollout and step, so the
+    (immutable) suites are cached by their snippets' text. Failures are not cached: they raise."""
     programs, checks = [], []
     for i, snippet in enumerate(snippets):
         if not snippet.strip():

@@ -21,18 +21,6 @@ SECRET = "klear-host-secret-6b1f"
 FAST = JudgeConfig(limits=Limits(time_limit_s=1.0))
 
 
-@pytest.fixture(scope="module")
-def docker_client():
-    try:
-        import docker
-
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except Exception as exc:
-        pytest.skip(f"no Docker engine ({type(exc).__name__}); run scripts/ensure-docker.sh")
-    return client
-
-
 def ours(client):
     me = owner_id()
     return [c for c in labelled(client) if c.labels.get(OWNER_LABEL) == me]
