@@ -21,7 +21,7 @@ is split, here on the host, into
 Expected values, assert messages and the comparison itself never enter the container. The host
 evaluates a check with its own small interpreter (`evaluate_check`), never `eval`, over a fixed set of
 pure operations: literals, comparisons (== != < <= > >= is, is not, in, not in), and/or/not, + - * / // %
-on numbers, and the functions in HOST_FUNCTIONS. A value the runner could only describe (an object
+** on numbers (results bounded), + and * on strings, lists and tuples, and the functions in HOST_FUNCTIONS. A value the runner could only describe (an object
 that is not plain data) is Opaque: any operation on it fails the check, so an object whose __eq__ is
 always True, or an int subclass, gains nothing.
 
@@ -33,8 +33,9 @@ program's functions, a name from the snippet, an attribute...). A snippet is ref
   `check(NAME)`, is inlined first (HumanEval's form).
 - an observed expression that itself compares or decides (contains a comparison, and/or, `if`-expression,
   lambda or comprehension): the decision would be made in the program's process.
-- a comparison where both sides need the program (`f(1) == expected_from_setup`): the expected side
-  would come from the program's process.
+- two values that both need the program combined by a comparison, arithmetic or a host function
+  (`f(1) == expected_from_setup`, `abs(f(3) - ref(3)) < 1e-6`): the expected side would come from the
+  program's process, which can report any two values that agree.
 Asserts without any observation (`assert True, "marker"`) are no test: dropped when they hold, and the
 snippet refused when they do not.
 
@@ -89,6 +90,7 @@ HOST_FUNCTIONS = {
 }
 HOST_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e, "math.nan": math.nan,
                   "None": None, "True": True, "False": False}
+_HOST_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 _SIZE_LIMIT = 1_000_000  # items or characters a host operation may build (a value cannot blow up the judge)
 
 
@@ -117,8 +119,7 @@ def _host_evaluable(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp):
         return _host_evaluable(node.operand)
     if isinstance(node, ast.BinOp):
-        return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)) and (
-            _host_evaluable(node.left) and _host_evaluable(node.right))
+        return isinstance(node.op, _HOST_BINOPS) and _host_evaluable(node.left) and _host_evaluable(node.right)
     if isinstance(node, ast.BoolOp):
         return all(_host_evaluable(v) for v in node.values)
     if isinstance(node, ast.Compare):
@@ -152,7 +153,7 @@ class _Lift(ast.NodeTransformer):
         if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Set)):
             return True
         if isinstance(node, ast.BinOp):
-            return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod))
+            return isinstance(node.op, _HOST_BINOPS)
         if isinstance(node, ast.Dict):
             return all(k is not None for k in node.keys)
         if isinstance(node, ast.Call):
@@ -200,15 +201,29 @@ def _needs_program(node: ast.AST) -> bool:
     return any(_observation_id(n) is not None for n in ast.walk(node))
 
 
-def _check_comparisons(test: ast.expr, source: str) -> None:
-    """Every comparison needs a side the program did not produce: the expected value."""
+def _check_independent(test: ast.expr, source: str) -> None:
+    """Two values from the program's process are never combined: every comparison has a side the program
+    did not produce (the expected value), and no arithmetic or host function takes two observed operands.
+
+    The program controls every value it reports, so `f(1) == g(1)`, `abs(f(3) - ref(3)) < 1e-6` or
+    `f(1) - ref(1) == 0` (a reference computed in its process) would pass with any two equal values.
+    Observations side by side in a tuple, list, set or dict are fine: each is still pinned by the
+    expected value it is compared with; and/or join checks that are each judged this way."""
     for node in ast.walk(test):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            for a, b in zip(sides, sides[1:]):
-                if _needs_program(a) and _needs_program(b):
-                    raise UnjudgeableAssert(f"`{source}` compares two values that both come from "
-                                            "the program's process (compare with a literal)")
+            pairs = list(zip(sides, sides[1:]))
+        elif isinstance(node, ast.BinOp):
+            pairs = [(node.left, node.right)]
+        elif isinstance(node, ast.Call):
+            operands = [*node.args, *(k.value for k in node.keywords)]
+            pairs = [(a, b) for i, a in enumerate(operands) for b in operands[i + 1:]]
+        else:
+            continue
+        for a, b in pairs:
+            if _needs_program(a) and _needs_program(b):
+                raise UnjudgeableAssert(f"`{source}` combines two values that both come from the program's "
+                                        "process (compare each with a literal)")
 
 
 # ------------------------------------------------------------------------------------------- rewrite
@@ -285,7 +300,7 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
             if not holds:
                 raise UnjudgeableAssert(f"line {stmt.lineno}: `{source}` is false without the program")
             continue  # a constant assert tests nothing
-        _check_comparisons(test, source)
+        _check_independent(test, source)
         next_obs = lift.next
         for k, expr in lift.observed:
             body.append(ast.Expr(ast.Call(ast.Name(OBSERVE, ast.Load()), [
@@ -356,7 +371,15 @@ _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt:
             ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
             ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+          ast.Pow: lambda a, b: _power(a, b)}
+
+
+def _power(a: Any, b: Any) -> Any:
+    """a ** b, refused when an int result would pass 65,536 bits (`10 ** 9 + 7` and `2 ** 100` are fine)."""
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1 and a.bit_length() * b > 1 << 16:
+        raise CheckFailed("power too large")
+    return a ** b
 
 
 def _arith(op: ast.operator, a: Any, b: Any) -> Any:

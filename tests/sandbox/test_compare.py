@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from sandbox.compare import compare_stdout, decode_value, lines_match, values_equal
+from sandbox.compare import Opaque, compare_stdout, decode_value, lines_match, values_equal
 from sandbox.runner import encode_value
 
 
@@ -51,24 +51,148 @@ def test_float_tolerance_is_opt_in():
     assert not lines_match("x 1", "y 1", float_tolerance=1e-6)
 
 
+class _LyingInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+class _Str(str):
+    pass
+
+
 @pytest.mark.parametrize("value", [
-    None, True, 3, -7, 2**80, 1.5, float("inf"), "s", [1, [2, "x"]], (1, 2), {"a": 1}, {1: [2]},
-    {3, 4}, frozenset({1}), {(1, 2): "t"},
+    None, True, 3, -7, 1.5, "s", [1, [2, "x"]], {"a": 1}, {1: [2]}, {3, 4}, 2**53 - 1, -(2**53 - 1),
 ])
-def test_encode_decode_roundtrip(value):
-    from sandbox.compare import listify
-
+def test_plain_values_roundtrip(value):
     got = decode_value(encode_value(value))
-    if isinstance(value, dict) and any(isinstance(k, tuple) for k in value):
-        assert got == value  # tuple keys come back as tuples (hashable)
-    else:
-        assert got == listify(value)
+    assert got == value and type(got) is type(value)
 
 
-def test_nan_and_unencodable():
-    assert math.isnan(decode_value(encode_value(float("nan"))))
+@pytest.mark.parametrize("value, tag", [
+    ((1, (2, "x")), "__tuple__"),
+    ((), "__tuple__"),
+    ({(1, 2), (3, 4)}, "__set__"),
+    (frozenset({(1,)}), "__set__"),
+    ({(1, 2): "t", (3,): [()]}, "__dict__"),
+    (b"\x00\xffab", "__bytes__"),
+    (1 + 2j, "__complex__"),
+    (2**100, "__int__"),
+    (-2**60, "__int__"),
+    (2**53, "__int__"),
+])
+def test_tagged_values_roundtrip_with_their_types(value, tag):
+    encoded = encode_value(value)
+    assert tag in encoded
+    got = decode_value(encoded)
+    assert got == value and type(got) is type(value if not isinstance(value, frozenset) else set())
+
+
+def test_tuples_stay_tuples_inside_containers():
+    got = decode_value(encode_value([(1, 2), {"k": (3,)}]))
+    assert got == [(1, 2), {"k": (3,)}] and type(got[0]) is tuple and type(got[1]["k"]) is tuple
+
+
+def test_big_ints_travel_as_hex():
+    assert encode_value(2**100) == {"__int__": hex(2**100)}
+    assert encode_value(-2**60) == {"__int__": "-0x1000000000000000"}
+    assert decode_value({"__int__": "123"}) == 123  # a decimal string is read too
+
+
+def test_bytearray_decodes_as_bytes():
+    assert decode_value(encode_value(bytearray(b"ab"))) == b"ab"
+
+
+def test_subclass_of_a_plain_type_becomes_the_plain_type():
+    encoded = encode_value(_LyingInt(5))
+    assert encoded == 5 and type(encoded) is int
+    assert decode_value(encode_value([_LyingInt(1)])) == [1]
+    assert decode_value(encode_value(_LyingInt(2**60))) != 7  # no lying __eq__ survives the trip
+    assert type(encode_value(_Str("x"))) is str
+
+
+@pytest.mark.parametrize("value, check", [
+    (float("nan"), math.isnan),
+    (float("inf"), lambda x: x == math.inf),
+    (float("-inf"), lambda x: x == -math.inf),
+    (complex(float("nan"), 1.0), lambda x: math.isnan(x.real) and x.imag == 1.0),
+])
+def test_non_finite_floats_roundtrip(value, check):
+    got = decode_value(encode_value(value))
+    assert type(got) is type(value) and check(got)
+
+
+def test_unencodable_object_decodes_as_opaque():
     obj = decode_value(encode_value(object()))
-    assert obj != obj  # an opaque repr equals nothing
+    assert isinstance(obj, Opaque) and obj != obj  # an opaque repr equals nothing
+
+
+@pytest.mark.parametrize("bad", [
+    {"__int__": 5},
+    {"__int__": "zz"},
+    {"__int__": "1" * 5000},  # a 5,000-digit decimal: over Python's digit limit
+    {"__int__": "0x" + "f" * (1 << 20)},  # over the length cap
+    {"__float__": "not a float"},
+    {"__float__": [1]},
+    {"__tuple__": 5},
+    {"__tuple__": [{"__tuple__": None}]},
+    {"__dict__": [[1]]},
+    {"__dict__": "abc"},
+    {"__set__": 1},
+    {"__bytes__": "zz"},
+    {"__bytes__": 1},
+    {"__complex__": [1]},
+    {"__complex__": ["a", "b"]},
+    {"__complex__": 5},
+    {},
+    {"anything": 1},
+])
+def test_malformed_tag_decodes_as_opaque(bad):
+    assert isinstance(decode_value(bad), Opaque)
+
+
+def test_unhashable_decoded_key_or_member_becomes_opaque():
+    got = decode_value({"__dict__": [[{"__dict__": [[1, 2]]}, 3]]})  # a dict cannot be a key
+    assert len(got) == 1 and all(isinstance(k, Opaque) for k in got)
+    got = decode_value({"__set__": [{"__dict__": []}, {"__dict__": []}]})
+    assert len(got) == 2 and all(isinstance(m, Opaque) for m in got)  # and never equal to each other
+
+
+def test_decode_of_very_deep_nesting_is_opaque():
+    deep = 1
+    for _ in range(100_000):
+        deep = [deep]
+    assert isinstance(decode_value(deep), Opaque)
+    tagged = 1
+    for _ in range(100_000):
+        tagged = {"__tuple__": [tagged]}
+    assert isinstance(decode_value(tagged), Opaque)
+
+
+@pytest.mark.parametrize("out, expected", [
+    ("sNaN", "sNaN"), ("sNaN", "1"), ("1", "sNaN"), ("sNaN 1", "1 sNaN"), ("-sNaN", "sNaN"),
+    ("NaN", "NaN"), ("NaN", "1"), ("nan", "NaN"), ("sNaN123", "NaN123"),
+    ("Infinity", "Infinity"), ("Infinity", "inf"), ("-Infinity", "1"), ("1e999999999", "Infinity"),
+])
+@pytest.mark.parametrize("tol", [None, 1e-6])
+def test_stdout_special_tokens_never_raise(out, expected, tol):
+    ok, why = compare_stdout(out, expected, tol)
+    assert isinstance(ok, bool) and (ok or why)
+    if tol is None:
+        assert ok is (out == expected)  # as text only
+
+
+@pytest.mark.parametrize("out, expected", [("sNaN", "sNaN"), ("NaN", "NaN"), ("Infinity", "Infinity")])
+def test_special_tokens_equal_as_text(out, expected):
+    assert compare_stdout(out, expected) == (True, "")
+
+
+@pytest.mark.parametrize("out, expected", [
+    ("NaN", "nan"), ("Infinity", "inf"), ("Infinity", "1e999999999"), ("1 sNaN", "1 NaN"), ("sNaN", "0"),
+])
+def test_special_tokens_never_equal_numerically(out, expected):
+    assert compare_stdout(out, expected)[0] is False
 
 
 def test_call_based_equality():

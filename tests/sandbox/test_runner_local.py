@@ -3,16 +3,44 @@
 Outside a container the runner is in development mode: a private temp dir instead of /tmp, and it only
 kills its own children's process groups. Isolation itself is tested in test_docker_sandbox.py.
 """
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 from sandbox.image import RUNNER_PATH
+from sandbox.testcases import parse_tests
+from sandbox.verdicts import judge_test
 
 LIMITS = {"cpu_s": 1.0, "wall_s": 2.0, "output_bytes": 4096}
+
+
+def _load_runner_module():
+    """sandbox/runner.py imported as a plain module (development mode: not PID 1, not --sandbox)."""
+    spec = importlib.util.spec_from_file_location("klear_runner_under_test", RUNNER_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.SANDBOXED is False
+    return module
+
+
+RUNNER = _load_runner_module()
+
+
+def assert_job(runner, code, assert_code):
+    """Run assert-style tests as the host sends them (rewritten); (suite, runs, response)."""
+    suite = parse_tests({"assert_code": assert_code})
+    indices = list(range(len(suite)))
+    tests, runs = suite.plan(indices)
+    return suite, runs, runner(mode="assert", code=code, tests=tests)
+
+
+def verdicts(suite, runs, response, cpu_limit=LIMITS["cpu_s"]):
+    return [judge_test(response["results"][run], suite, i, cpu_limit)[0] for i, run in enumerate(runs)]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +75,8 @@ def test_stdio_runs_each_test_with_its_input(runner):
 def test_call_based_with_class_solution(runner):
     code = "class Solution:\n    def pair(self, a, b):\n        return (a, {b: [a]})"
     r = runner(mode="call", code=code, fn_name="pair", tests=[{"args": [1, 2]}])
-    assert r["results"][0]["report"] == {"value": [1, {"__dict__": [[2, [1]]]}]}
+    assert r["results"][0]["report"] == {"value": {"__tuple__": [1, {"__dict__": [[2, [1]]]}]}}
+    assert r["results"][0]["reports"] == [r["results"][0]["report"]]
 
 
 def test_call_based_plain_function_and_missing_function(runner):
@@ -57,20 +86,90 @@ def test_call_based_plain_function_and_missing_function(runner):
     assert r["results"][0]["report"]["exc"] == "NameError"
 
 
-def test_assert_style(runner):
-    r = runner(mode="assert", code="def f(): return 1",
-               tests=[{"assert_code": "assert f() == 1"}, {"assert_code": "assert f() == 2"}])
-    ok, bad = r["results"]
-    assert ok["report"] == {"done": True} and ok["exit"] == 0
-    assert bad["report"]["exc"] == "AssertionError" and "runner.py" not in bad["stderr"]
+def test_call_based_runs_as_module_solution_without_its_main_block(runner):
+    code = "def f(x):\n    return [x, __name__]\nif __name__ == '__main__':\n    input()\n    raise SystemExit(7)"
+    r = runner(mode="call", code=code, fn_name="f", tests=[{"args": [1], "stdin": ""}])
+    t = r["results"][0]
+    assert t["report"] == {"value": [1, "solution"]} and t["exit"] == 0  # the block did not run
+
+
+def test_call_based_big_int_and_int_subclass_are_plain_data(runner):
+    code = "class L(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\n" \
+           "def f(): return [2 ** 100, -2 ** 60, L(3)]"
+    r = runner(mode="call", code=code, fn_name="f", tests=[{"args": []}])
+    assert r["results"][0]["report"] == {"value": [{"__int__": hex(2**100)}, {"__int__": hex(-2**60)}, 3]}
+
+
+def test_assert_style_reports_each_observation_and_the_host_judges(runner):
+    suite, runs, r = assert_job(runner, "def f(x): return x * 2",
+                                ["assert f(1) == 2\nassert f(2) == 5", "assert f(3) == 6"])
+    first, second = r["results"]
+    assert first["reports"] == [{"obs": 0, "value": 2}, {"obs": 1, "value": 4}] and first["exit"] == 0
+    assert second["reports"] == [{"obs": 0, "value": 6}]
+    assert first["report"] == {"obs": 1, "value": 4}  # the last line; no {"done": true} any more
+    assert verdicts(suite, runs, r) == ["accepted", "wrong_answer", "accepted"]
+
+
+def test_assert_style_program_never_sees_the_expected_value(runner):
+    code = """
+import gc
+def f():
+    needle = "".join(["XSEC", "RETX"])  # the expected value, searched for in all the child holds
+    for obj in gc.get_objects():
+        try:
+            if needle in repr(obj):
+                return "found"
+        except Exception:
+            pass
+    return "absent"
+"""
+    suite, runs, r = assert_job(runner, code, "assert f() == 'XSECRETX', 'XSECRETX'")
+    assert r["results"][0]["reports"] == [{"obs": 0, "value": "absent"}]
+    assert verdicts(suite, runs, r) == ["wrong_answer"]
+
+
+def test_assert_style_observation_that_raises_fails_only_its_test(runner):
+    suite, runs, r = assert_job(runner, "def f(x): return 1 // x", "assert f(0) == 1\nassert f(1) == 1")
+    t = r["results"][0]
+    assert t["reports"][0]["obs"] == 0 and t["reports"][0]["exc"] == "ZeroDivisionError"
+    assert t["reports"][1] == {"obs": 1, "value": 1} and t["exit"] == 0
+    assert verdicts(suite, runs, r) == ["runtime_error", "accepted"]
+
+
+def test_assert_style_error_outside_an_observation_stops_the_snippet(runner):
+    suite, runs, r = assert_job(runner, "def f(x): return x",
+                                "assert f(1) == 1\nsetup = 1 // 0\nassert f(2) == 2")
+    t = r["results"][0]
+    assert t["reports"][0] == {"obs": 0, "value": 1}
+    assert t["report"]["exc"] == "ZeroDivisionError" and t["report"]["stage"] == "tests" and t["exit"] == 1
+    assert "ZeroDivisionError" in t["stderr"] and "runner.py" not in t["stderr"]  # the program's frames only
+    assert verdicts(suite, runs, r) == ["accepted", "runtime_error"]
+
+
+def test_assert_style_runs_as_module_solution_without_its_main_block(runner):
+    code = "def f():\n    return __name__\nif __name__ == '__main__':\n    input()"
+    suite, runs, r = assert_job(runner, code, "assert f() == 'solution'")
+    assert r["results"][0]["reports"] == [{"obs": 0, "value": "solution"}]
+    assert verdicts(suite, runs, r) == ["accepted"]
+
+
+def test_assert_style_lying_values_are_plain_data(runner):
+    code = ("class L(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\n"
+            "class A:\n    def __eq__(self, o): return True\n"
+            "def f(): return L(0)\ndef g(): return A()\ndef h(): return 2 ** 100")
+    suite, runs, r = assert_job(runner, code, f"assert f() == 1\nassert g() == 1\nassert h() == {2**100}")
+    values = [line["value"] for line in r["results"][0]["reports"]]
+    assert values[0] == 0 and values[1]["__type__"] == "A" and values[2] == {"__int__": hex(2**100)}
+    assert verdicts(suite, runs, r) == ["wrong_answer", "wrong_answer", "accepted"]
 
 
 def test_assert_style_solution_cannot_exit_early_as_a_pass(runner):
-    r = runner(mode="assert", code="import os\nos._exit(0)", tests=[{"assert_code": "assert False"}])
-    assert r["results"][0]["report"] is None  # no "done": judged runtime_error
-    r = runner(mode="assert", code="import sys\ndef f():\n    sys.exit(0)",
-               tests=[{"assert_code": "assert f() == 1"}])
-    assert r["results"][0]["report"]["exc"] == "SystemExit"
+    suite, runs, r = assert_job(runner, "import os\nos._exit(0)", "assert f() == 1")
+    assert r["results"][0]["reports"] == [] and r["results"][0]["report"] is None
+    assert verdicts(suite, runs, r) == ["runtime_error"]
+    suite, runs, r = assert_job(runner, "import sys\ndef f():\n    sys.exit(0)", "assert f() == 1")
+    assert r["results"][0]["report"]["exc"] == "SystemExit"  # not an observation: the snippet stops
+    assert verdicts(suite, runs, r) == ["runtime_error"]
 
 
 def test_compile_error_stops_the_job(runner):
@@ -90,6 +189,31 @@ def test_exit_codes_threads_and_atexit_like_a_real_interpreter(runner):
 def test_main_module_is_the_solution(runner):
     r = runner(mode="stdio", code="import __main__\nx = 5\nprint(__main__.x, __name__)", tests=[{"stdin": ""}])
     assert r["results"][0]["stdout"] == "5 __main__\n"
+
+
+def test_cpu_of_an_orphaned_grandchild_counts(runner):
+    # The child burns ~1.2 s, its forked grandchild ~1.2 s; the child never reaps it, so only the
+    # runner's RUSAGE_CHILDREN (the grandchild is reparented to it) sees the grandchild's CPU.
+    code = """
+import os, time
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    burn(1.2)
+    os._exit(0)
+os.close(w)
+burn(1.2)
+os.read(r, 1)  # EOF once the grandchild has exited (it is never waited for)
+print("done")
+"""
+    r = runner(mode="stdio", code=code, tests=[{"stdin": ""}], limits={**LIMITS, "cpu_s": 2.0, "wall_s": 6.0})
+    t = r["results"][0]
+    assert t["exit"] == 0 and t["stdout"] == "done\n" and not t["timed_out"]
+    assert t["cpu"] > 2.0
 
 
 def test_timeouts_are_values_and_cap_the_job(runner):
@@ -136,3 +260,69 @@ def test_a_program_cannot_fake_a_setup_failure(runner):
     assert "setup_failed" not in r["results"][0] and r["results"][0]["exit"] == 125
     r = runner(mode="stdio", code="import os\nos.write(4, b'E')", tests=[{"stdin": ""}])  # fd 4 is closed
     assert "setup_failed" not in r["results"][0]
+
+
+# ------------------------------------------------------------------ the runner's helpers, in-process
+@pytest.fixture
+def scratch():
+    with tempfile.TemporaryDirectory(prefix="klear-wipe-test-") as path:
+        yield path
+
+
+def _remaining(path):
+    return [os.path.join(d, n) for d, dirs, files in os.walk(path) for n in dirs + files]
+
+
+def test_wipe_removes_a_1100_deep_tree(scratch):
+    fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth in range(1100):  # fd-relative: the path is longer than any single syscall accepts
+            os.mkdir("d", dir_fd=fd)
+            with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as fh:
+                fh.write(str(depth))
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    assert RUNNER._wipe(scratch) is True
+    assert os.listdir(scratch) == [] and os.path.isdir(scratch)  # the root itself stays
+
+
+def test_wipe_removes_a_20000_wide_dir(scratch):
+    wide = os.path.join(scratch, "wide")
+    os.mkdir(wide)
+    for i in range(10_000):
+        os.mkdir(os.path.join(wide, f"d{i}"))
+        open(os.path.join(wide, f"f{i}"), "w").close()
+    os.symlink("/", os.path.join(wide, "link"))  # a link is unlinked, never followed
+    assert len(os.listdir(wide)) == 20_001
+    assert RUNNER._wipe(scratch) is True
+    assert os.listdir(scratch) == []
+
+
+def test_wipe_keeps_what_it_is_told_to_keep(scratch):
+    os.makedirs(os.path.join(scratch, "keep", "inner"))
+    os.makedirs(os.path.join(scratch, "gone", "inner"))
+    assert RUNNER._wipe(scratch, keep=(os.path.join(scratch, "keep"),)) is True
+    assert _remaining(scratch) == [os.path.join(scratch, "keep"), os.path.join(scratch, "keep", "inner")]
+
+
+@pytest.mark.parametrize("line", [
+    b"[1, 2]",  # not an object
+    b'"text"',
+    b"5",
+    b"1" * 5000,  # a 5,000-digit int
+    b'{"obs": 0, "value": ' + b"1" * 5000 + b"}",
+    b"[" * 100_000 + b"]" * 100_000,  # 100,000-deep nesting
+    b'{"obs": 0, "value": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"obs": 0, "value": ' + b"[" * 300 + b"]" * 300 + b"}",  # deeper than MAX_REPORT_DEPTH
+    b"{not json",
+    b"\xff\xfe",
+])
+def test_parse_report_garbled(line):
+    assert RUNNER._parse_report(line) == {"garbled": True}
+
+
+def test_parse_report_object():
+    assert RUNNER._parse_report(b'{"obs": 3, "value": [[1]]}') == {"obs": 3, "value": [[1]]}

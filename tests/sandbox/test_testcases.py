@@ -1,15 +1,17 @@
-"""Test-format parsing and sampling. No Docker."""
+"""Test-format parsing, run plans, test counts and sampling. No Docker."""
 import json
 
 import pytest
 
-from sandbox.testcases import ASSERT, CALL, STDIO, InvalidTests, parse_tests, sample_indices
+from sandbox.asserts import AssertCheck
+from sandbox.testcases import (ASSERT, CALL, STDIO, InvalidTests, count_tests, parse_tests,
+                               sample_indices)
 
 
 def test_stdio():
     s = parse_tests({"inputs": ["1 2\n", ["3", "4"]], "outputs": ["3\n", "7"]})
     assert s.mode == STDIO and s.inputs == ("1 2\n", "3\n4\n") and s.outputs == ("3\n", "7")
-    assert s.runner_test(1) == {"stdin": "3\n4\n"}  # never the expected output
+    assert s.plan([1]) == ([{"stdin": "3\n4\n"}], [0])  # never the expected output
 
 
 def test_json_string_and_lcb_list_forms():
@@ -21,7 +23,14 @@ def test_json_string_and_lcb_list_forms():
 
 def test_call_based():
     s = parse_tests({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]})
-    assert s.mode == CALL and s.fn_name == "add" and s.runner_test(0) == {"args": [1, 2]}
+    assert s.mode == CALL and s.fn_name == "add" and s.plan([0]) == ([{"args": [1, 2]}], [0])
+
+
+def test_plan_of_stdio_and_call_suites_is_one_run_per_chosen_test():
+    s = parse_tests({"inputs": ["a", "b", "c"], "outputs": ["SECRET1", "SECRET2", "SECRET3"]})
+    assert s.plan([0, 2]) == ([{"stdin": "a"}, {"stdin": "c"}], [0, 1])
+    c = parse_tests({"fn_name": "f", "inputs": [[1], [2], [3]], "outputs": [10, 20, 30]})
+    assert c.plan([1, 2]) == ([{"args": [2]}, {"args": [3]}], [0, 1])
 
 
 def test_call_based_livecodebench_json_lines():
@@ -29,10 +38,63 @@ def test_call_based_livecodebench_json_lines():
     assert s.inputs == ([[1, 2], "x"],) and s.outputs == ([3],)
 
 
-def test_assert_style():
-    s = parse_tests({"assert_code": "assert f(1) == 2"})
+def test_assert_style_is_rewritten_into_observations_and_host_checks():
+    s = parse_tests({"assert_code": "assert f(1) == 2, 'message'"})
     assert s.mode == ASSERT and len(s) == 1 and s.outputs is None
-    assert len(parse_tests({"assert_code": ["assert 1", "assert 2"]})) == 2
+    (check,) = s.inputs
+    assert isinstance(check, AssertCheck)
+    assert (check.snippet, check.expr, check.observations) == (0, "__klear_o0 == 2", (0,))
+    assert s.programs == ("__observe__(0, lambda: f(1))",)  # no expected value, message or comparison
+
+
+def test_assert_style_counts_one_test_per_observed_assert():
+    s = parse_tests({"assert_code": ["assert f(1) == 1", "x = 2\nassert f(x) == 2\nassert f(3) == 3"]})
+    assert len(s) == 3 and len(s.programs) == 2
+    assert [c.snippet for c in s.inputs] == [0, 1, 1]
+    assert [c.observations for c in s.inputs] == [(0,), (0,), (1,)]  # ids restart per snippet
+
+
+def test_assert_style_setup_only_snippet_is_dropped():
+    s = parse_tests({"assert_code": ["import math", "assert f() == 1"]})
+    assert len(s) == 1 and len(s.programs) == 1 and s.inputs[0].snippet == 0
+
+
+def test_assert_style_humaneval_check_function_is_inlined():
+    code = "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n\ncheck(f)"
+    s = parse_tests({"assert_code": code})
+    assert len(s) == 2 and [c.expr for c in s.inputs] == ["__klear_o0 == 2", "__klear_o1 == 3"]
+    assert "def check" not in s.programs[0] and "candidate = f" in s.programs[0]
+
+
+def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
+    s = parse_tests({"assert_code": ["assert f(0) == 'SECRET0'",
+                                     "assert f(1) == 'SECRET1'\nassert f(2) == 'SECRET2'",
+                                     "assert f(3) == 'SECRET3'"]})
+    assert len(s) == 4
+    tests, runs = s.plan([1, 2, 3])
+    assert tests == [{"assert_code": s.programs[1]}, {"assert_code": s.programs[2]}]
+    assert runs == [0, 0, 1]  # tests 1 and 2 share snippet 1's run
+    tests, runs = s.plan([0, 3])
+    assert tests == [{"assert_code": s.programs[0]}, {"assert_code": s.programs[2]}] and runs == [0, 1]
+    tests, runs = s.plan([2])
+    assert tests == [{"assert_code": s.programs[1]}] and runs == [0]
+    assert "SECRET" not in repr(s.plan(list(range(len(s)))))  # no expected value ever reaches a run
+
+
+@pytest.mark.parametrize("tests, n", [
+    ({"inputs": ["1", "2"], "outputs": ["1", "2"]}, 2),
+    ({"fn_name": "f", "inputs": [[1]] * 17, "outputs": [1] * 17}, 17),
+    ({"assert_code": "assert f(1) == 1\nassert f(2) == 2\nx = 3\nassert f(x) == 3"}, 3),
+    ({"assert_code": ["assert f(1) == 1", "assert f(2) == 2\nassert f(3) == 3"]}, 3),
+    ({"assert_code": "assert True\nassert f(1) == 1"}, 1),  # an assert without an observation is no test
+    (json.dumps({"inputs": ["1"], "outputs": ["1"]}), 1),
+    ({"assert_code": "for i in range(3):\n    assert f(i) == i"}, 0),  # unjudgeable: invalid
+    ({"inputs": ["1"], "outputs": []}, 0),
+    (None, 0),
+    ("{nope", 0),
+])
+def test_count_tests(tests, n):
+    assert count_tests(tests) == n
 
 
 @pytest.mark.parametrize("tests, why", [
@@ -49,11 +111,30 @@ def test_assert_style():
     ({"assert_code": "assert (("}, "does not compile"),
     ({"assert_code": ""}, "is empty"),
     ({"assert_code": []}, "non-empty"),
+    ({"assert_code": "assert True"}, "no assert that tests the program"),
+    ({"assert_code": "assert False"}, "false without the program"),
+    ({"assert_code": "for i in range(3):\n    assert f(i) == i"}, "must be top-level"),
+    ({"assert_code": "def t():\n    assert f() == 1\nt()\nt()"}, "must be top-level"),
+    ({"assert_code": "assert f(1) == g(1)"}, "both come from the program"),
+    ({"assert_code": "x = f(0)\nassert f(1) == x"}, "both come from the program"),
+    ({"assert_code": "assert f(1 if x else 2) == 1"}, "decides inside the program"),
+    ({"assert_code": "assert all(f(x) for x in [1, 2])"}, "decides inside the program"),
+    ({"assert_code": "__observe__(0, lambda: 1)\nassert f() == 1"}, "reserved"),
+    ({"assert_code": ["assert f() == 1", "x = __klear_o0\nassert f() == 1"]}, "assert_code 1"),
 ])
 def test_invalid(tests, why):
     with pytest.raises(InvalidTests, match=None) as exc:
         parse_tests(tests)
     assert why in str(exc.value)
+
+
+@pytest.mark.parametrize("code", [
+    "def ref(x):\n    return x * 2\nassert abs(f(3) - ref(3)) < 1e-6",
+    "assert f(1) - g(1) == 0",
+])
+def test_two_program_values_combined_by_arithmetic_are_refused(code):
+    with pytest.raises(InvalidTests):
+        parse_tests({"assert_code": code})
 
 
 def test_sampling_is_seeded_sorted_and_bounded():
@@ -63,3 +144,13 @@ def test_sampling_is_seeded_sorted_and_bounded():
     assert a != sample_indices(100, 16, seed=1, key="row-1")
     assert a != sample_indices(100, 16, seed=0, key="row-2")
     assert sample_indices(5, 16, 0, "x") == [0, 1, 2, 3, 4]
+
+
+def test_powers_are_host_constants_with_a_bound():
+    from sandbox.asserts import CheckFailed, evaluate_check
+
+    suite = parse_tests({"assert_code": "assert f() == 10 ** 9 + 7\nassert g() == 2 ** 100"})
+    assert len(suite) == 2 and "10 ** 9 + 7" in suite.inputs[0].expr
+    assert evaluate_check(suite.inputs[0].expr, {0: 1_000_000_007})
+    with pytest.raises(CheckFailed, match="power too large"):
+        evaluate_check("__klear_o0 == 10 ** 100000", {0: 1})
