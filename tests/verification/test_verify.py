@@ -9,6 +9,7 @@ import sandbox.pool
 import tasks.verification.verify as verify_mod
 from sandbox.verdicts import result_row
 from tasks.verification import VerifyConfig, verify_rows
+from tests.polling import gone_within
 
 
 class FakePool:
@@ -69,15 +70,6 @@ def _docker_ok():
         return True
     except Exception:
         return False
-
-
-def gone_within(listing, seconds: float):
-    """Poll `listing()` until it is empty or `seconds` pass; return the last listing. For removals
-    that happen on their own (auto_remove after a killed client), not for ones close() waits for."""
-    deadline = time.monotonic() + seconds
-    while (left := listing()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
 
 
 def mixed_rows(n):
