@@ -81,12 +81,25 @@ class _Sentinel:
 
 HOST_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "tuple": tuple,
               "dict": dict, "set": set, "frozenset": frozenset, "bytes": bytes, "complex": complex}
-HOST_FUNCTIONS = {
-    **HOST_TYPES,
-    "abs": abs, "len": len, "sorted": sorted, "round": round, "min": min, "max": max, "sum": sum,
-    "all": all, "any": any, "isinstance": isinstance, "type": type,
+# Checks: always evaluated on the host, over observed operands (they decide, so never in the container).
+HOST_CHECKS = {
+    "bool": bool, "abs": abs, "round": round, "all": all, "any": any, "isinstance": isinstance, "type": type,
     "math.isclose": math.isclose, "math.fabs": math.fabs, "math.floor": math.floor, "math.ceil": math.ceil,
     "math.sqrt": math.sqrt, "math.trunc": math.trunc, "isclose": math.isclose,
+}
+# Conversions: on the host when every argument is a constant (`set((4, 5))`, `float("inf")`); applied to a
+# program value they run in the container as part of its observation (`list(gen())` must see the generator;
+# the result is still compared with an expected value the program never saw).
+CONVERSIONS = {**{k: v for k, v in HOST_TYPES.items() if k != "bool"},
+               "len": len, "sorted": sorted, "min": min, "max": max, "sum": sum}
+HOST_FUNCTIONS = {**CONVERSIONS, **HOST_CHECKS}
+# Predicate methods of plain values, applied on the host to an observed value (`f(x).startswith("ab")`):
+# in the container, a str subclass would answer True to anything.
+HOST_PREDICATE_METHODS = {
+    **{m: (str, bytes) for m in ("startswith", "endswith", "isdigit", "isalpha", "isalnum", "isupper",
+                                 "islower", "isspace", "istitle", "isascii")},
+    **{m: (str,) for m in ("isdecimal", "isnumeric", "isidentifier", "isprintable")},
+    **{m: (set, frozenset) for m in ("issubset", "issuperset", "isdisjoint")},
 }
 HOST_CONSTANTS = {"math.inf": math.inf, "math.pi": math.pi, "math.e": math.e, "math.nan": math.nan,
                   "None": None, "True": True, "False": False}
@@ -125,9 +138,20 @@ def _host_evaluable(node: ast.AST) -> bool:
     if isinstance(node, ast.Compare):
         return _host_evaluable(node.left) and all(_host_evaluable(c) for c in node.comparators)
     if isinstance(node, ast.Call):
-        return (_dotted(node.func) in HOST_FUNCTIONS and all(_host_evaluable(a) for a in node.args)
-                and all(k.arg is not None and _host_evaluable(k.value) for k in node.keywords))
+        if not all(k.arg is not None and _host_evaluable(k.value) for k in node.keywords) or not all(
+                _host_evaluable(a) for a in node.args):
+            return False
+        if _predicate_method(node) is not None:
+            return _host_evaluable(node.func.value)
+        return _dotted(node.func) in HOST_FUNCTIONS
     return False
+
+
+def _predicate_method(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in HOST_PREDICATE_METHODS:
+        return func.attr
+    return None
 
 
 _DECIDING = (ast.Compare, ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
@@ -156,11 +180,13 @@ class _Lift(ast.NodeTransformer):
             return isinstance(node.op, _HOST_BINOPS)
         if isinstance(node, ast.Dict):
             return all(k is not None for k in node.keys)
-        if isinstance(node, ast.Call):
-            return _dotted(node.func) in HOST_FUNCTIONS and all(k.arg is not None for k in node.keywords)
+        if isinstance(node, ast.Call) and all(k.arg is not None for k in node.keywords):
+            return _dotted(node.func) in HOST_CHECKS or _predicate_method(node) is not None
         return False
 
     def generic_visit(self, node):
+        if isinstance(node, ast.Call) and _predicate_method(node) is not None:
+            node.func.value = self.lift(node.func.value)  # the receiver; the method runs on the host
         for field, value in ast.iter_fields(node):
             if field in ("ops", "op", "func", "ctx"):
                 continue
@@ -226,6 +252,100 @@ def _check_independent(test: ast.expr, source: str) -> None:
                                         "process (compare each with a literal)")
 
 
+def _decision_observations(test: ast.expr) -> list[int]:
+    """Observations whose truth value is the verdict: the test itself, under `not`, and/or, bool()/all()/
+    any(), or compared with True/False. Their expected value is known to the program (truthy), so they
+    must be the program's own answer (see _check_decisions)."""
+    found: list[int] = []
+
+    def visit(node: ast.AST) -> None:
+        k = _observation_id(node)
+        if k is not None:
+            found.append(k)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            visit(node.operand)
+        elif isinstance(node, ast.BoolOp):
+            for v in node.values:
+                visit(v)
+        elif isinstance(node, ast.Call) and _dotted(node.func) in ("bool", "all", "any"):
+            for a in node.args:
+                for e in (a.elts if isinstance(a, (ast.List, ast.Tuple, ast.Set)) else [a]):
+                    visit(e)
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for op, (a, b) in zip(node.ops, zip(sides, sides[1:])):
+                if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+                    for mine, other in ((a, b), (b, a)):
+                        if isinstance(other, ast.Constant) and type(other.value) is bool:
+                            visit(mine)
+
+    visit(test)
+    return found
+
+
+def _foreign_names(tree: ast.Module) -> set[str]:
+    """Names the snippet binds to something that is not the program's: its imports, defs and classes, and
+    names assigned from them (`eq = operator.eq`). Python's builtins and standard modules are foreign too."""
+    import builtins
+    import sys
+
+    foreign = set(dir(builtins)) | set(sys.stdlib_module_names)  # `cmath.isclose` even when the program
+    #   did the import
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            foreign.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            foreign.add(stmt.name)
+    for stmt in tree.body:  # assignments from a foreign callable (not a call of it: Solution() is ours)
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Name, ast.Attribute)):
+            root = stmt.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in foreign:
+                foreign.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    return foreign
+
+
+def _builtin_method_names() -> set[str]:
+    names = set()
+    for t in (str, bytes, list, tuple, dict, set, frozenset, int, float, complex, bool, object):
+        names.update(dir(t))
+    return names
+
+
+_BUILTIN_METHODS = _builtin_method_names()
+
+
+def _program_answer(expr: ast.expr, foreign: set[str]) -> str | None:
+    """None when `expr` is a call of the program's own code (its function, or a method of its object);
+    else why not. A predicate from outside the program (a builtin, a method of str or dict, a dunder, a
+    library or snippet function) would decide in the program's process, where a str subclass or a
+    patched module answers True to anything."""
+    if not isinstance(expr, ast.Call):
+        return "is not a call of the program's code"
+    func = expr.func
+    if isinstance(func, ast.Name):
+        return f"calls `{func.id}`, not the program's code" if func.id in foreign else None
+    if isinstance(func, ast.Attribute):
+        if func.attr.startswith("__") or func.attr in _BUILTIN_METHODS:
+            return f"calls `.{func.attr}`, a method of a built-in type"
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in foreign and not isinstance(func.value, ast.Call):
+            return f"calls `{_src(func)}`, not the program's code"
+        return None
+    return "is not a call of the program's code"
+
+
+def _check_decisions(test: ast.expr, observed: dict[int, ast.expr], foreign: set[str], source: str) -> None:
+    for k in _decision_observations(test):
+        why = _program_answer(observed[k], foreign)
+        if why is not None:
+            raise UnjudgeableAssert(f"`{source}`: its truth is decided in the program's process "
+                                    f"(`{_src(observed[k])}` {why})")
+
+
 # ------------------------------------------------------------------------------------------- rewrite
 def _inline_check_functions(tree: ast.Module) -> ast.Module:
     """`def check(candidate): <asserts>` + a single top-level `check(NAME)` -> the body, inlined."""
@@ -277,6 +397,7 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
             raise UnjudgeableAssert(f"line {node.lineno}: the name {name} is reserved for the judge")
     tree = _inline_check_functions(tree)
     lines = code.splitlines()
+    foreign = _foreign_names(tree)
     body: list[ast.stmt] = []
     checks: list[AssertCheck] = []
     next_obs = 0
@@ -301,6 +422,7 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
                 raise UnjudgeableAssert(f"line {stmt.lineno}: `{source}` is false without the program")
             continue  # a constant assert tests nothing
         _check_independent(test, source)
+        _check_decisions(test, dict(lift.observed), foreign, source)
         next_obs = lift.next
         for k, expr in lift.observed:
             body.append(ast.Expr(ast.Call(ast.Name(OBSERVE, ast.Load()), [
@@ -455,10 +577,16 @@ def _eval(node: ast.AST, values: dict[int, Any]) -> Any:
             left = right
         return True
     if isinstance(node, ast.Call):
+        args = [_sized(_eval(a, values)) for a in node.args]
+        kwargs = {k.arg: _eval(k.value, values) for k in node.keywords}
+        method = _predicate_method(node)
+        if method is not None:
+            receiver = _eval(node.func.value, values)
+            if type(receiver) not in HOST_PREDICATE_METHODS[method]:
+                raise CheckFailed(f".{method}() on {type(receiver).__name__}")
+            return getattr(type(receiver), method)(receiver, *args, **kwargs)
         fn = HOST_FUNCTIONS.get(_dotted(node.func) or "")
         if fn is None:
             raise CheckFailed(f"unknown function {_src(node.func)}")
-        args = [_sized(_eval(a, values)) for a in node.args]
-        kwargs = {k.arg: _eval(k.value, values) for k in node.keywords}
         return _sized(fn(*args, **kwargs))
     raise CheckFailed(f"unsupported expression {type(node).__name__}")

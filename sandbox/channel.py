@@ -23,8 +23,11 @@ class Channel:
         self.sock: socket.socket = getattr(sock, "_sock", sock)  # docker-py hands out a SocketIO wrapper
         self._owner = sock  # keep the wrapper alive: closing it would close the socket
         self.name = name
-        self._raw = b""  # undecoded frame bytes
-        self._out = b""  # demultiplexed stdout not yet split into lines
+        # Buffers grow by appending and are consumed through offsets, compacted only once a whole
+        # frame or line has been taken out: receiving an n-byte answer in k chunks stays O(n + k).
+        self._raw = bytearray()  # undecoded frame bytes (at most one partial frame between chunks)
+        self._out = bytearray()  # demultiplexed stdout not yet split into lines
+        self._scanned = 0  # self._out[:self._scanned] holds no b"\n"
         self.stderr_tail = b""  # the runner's own stderr (never program output), for diagnostics
 
     def send(self, obj: dict) -> None:
@@ -37,7 +40,9 @@ class Channel:
 
     def recv(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._out:
+        newline = self._out.find(b"\n", self._scanned)
+        while newline < 0:
+            self._scanned = len(self._out)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelError(f"{self.name}: no answer within {timeout:.1f}s")
@@ -52,22 +57,30 @@ class Channel:
                 raise ChannelError(f"{self.name}: runner closed the stream{self._stderr_hint()}")
             self._raw += chunk
             self._demux()
-        line, _, self._out = self._out.partition(b"\n")
+            newline = self._out.find(b"\n", self._scanned)  # only the bytes added since the last look
+        line = bytes(self._out[:newline])
+        del self._out[:newline + 1]
+        self._scanned = 0
         try:
             return json.loads(line)
         except ValueError as exc:
             raise ChannelError(f"{self.name}: garbled answer {line[:200]!r}") from exc
 
     def _demux(self) -> None:
-        while len(self._raw) >= 8:
-            stream, size = self._raw[0], struct.unpack(">I", self._raw[4:8])[0]
-            if len(self._raw) < 8 + size:
-                return
-            payload, self._raw = self._raw[8:8 + size], self._raw[8 + size:]
-            if stream == 1:
-                self._out += payload
-            else:
-                self.stderr_tail = (self.stderr_tail + payload)[-4096:]
+        raw, pos = self._raw, 0  # pos: start of the next undecoded frame
+        with memoryview(raw) as view:  # payloads are copied once, straight into their stream
+            while len(raw) - pos >= 8:
+                stream, size = raw[pos], struct.unpack_from(">I", raw, pos + 4)[0]
+                if len(raw) - pos - 8 < size:
+                    break
+                with view[pos + 8:pos + 8 + size] as payload:  # released before `raw` is resized
+                    if stream == 1:
+                        self._out += payload
+                    else:
+                        self.stderr_tail = (self.stderr_tail + bytes(payload[-4096:]))[-4096:]
+                pos += 8 + size
+        if pos:  # drop the consumed frames once per chunk, not once per frame
+            del raw[:pos]
 
     def _stderr_hint(self) -> str:
         text = self.stderr_tail.decode("utf-8", "replace").strip()

@@ -11,7 +11,9 @@ runner.encode_value) equals the expected value under Python `==`, tuples read as
 from __future__ import annotations
 
 import math
+from collections import Counter
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
 
@@ -87,39 +89,116 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+MAX_ELEMENTS = 1_000_000  # list/tuple/set/dict members in one decoded value, all levels together
+MAX_SAME_HASH = 64  # members of one set (keys of one dict) that may share a hash value
+MAX_DECIMAL_CHARS = 5000
+MAX_DECIMAL_EXPONENT = 999_999  # the default context's Emax: beyond it even `x + 1` overflows
+MAX_FRACTION_BITS = 1 << 16  # per numerator / denominator (a Fraction's gcd is quadratic in its size)
+_FRACTION_WORK = 1 << 34  # total bits**2 of the large fractions in one decoded value
+
+
+class _Refused(ValueError):
+    """A value the host will not build: too big, or built to be slow (hash collisions)."""
+
+
 def decode_value(value: Any) -> Any:
     """Inverse of runner.encode_value. Whatever arrives (the program may have written it itself) decodes
-    to plain data or to Opaque values; a malformed tag is Opaque, never an exception."""
+    to plain data or to Opaque values; a malformed tag is Opaque, never an exception.
+
+    Decoding costs the host time linear in the size of what arrived: a value with more than MAX_ELEMENTS
+    members, a set or dict with more than MAX_SAME_HASH members of one hash (a forged collision set would
+    make building it quadratic), or a fraction or decimal too large to handle cheaply is Opaque."""
     try:
-        return _decode(value)
+        return _Decoder().decode(value)
     except Exception as exc:  # RecursionError, a bad tag shape, a 5,000-digit decimal int...
         return Opaque(f"<undecodable: {type(exc).__name__}>")
 
 
 def _decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "__int__" in value:
-        text = value["__int__"]
-        if not isinstance(text, str) or len(text) > 1 << 20:
-            raise ValueError("bad int")
-        return int(text, 16) if text.lstrip("-").startswith("0x") else int(text)
-    if "__float__" in value:
-        return float(value["__float__"])
-    if "__tuple__" in value:
-        return tuple(_decode(v) for v in value["__tuple__"])
-    if "__dict__" in value:
-        return {_hashable(_decode(k)): _decode(v) for k, v in value["__dict__"]}
-    if "__set__" in value:
-        return {_hashable(_decode(v)) for v in value["__set__"]}
-    if "__bytes__" in value:
-        return bytes.fromhex(value["__bytes__"])
-    if "__complex__" in value:
-        re, im = value["__complex__"]
-        return complex(_decode(re), _decode(im))
-    return Opaque(f"<{str(value.get('__type__', '?'))[:80]}: {str(value.get('__repr__', ''))[:200]}>")
+    return _Decoder().decode(value)
+
+
+def _distinct_hashes(members: list) -> list:
+    """The members, if no more than MAX_SAME_HASH of them share a hash value (O(n), unlike a set)."""
+    if len(members) > MAX_SAME_HASH:
+        top = Counter(hash(m) for m in members).most_common(1)
+        if top and top[0][1] > MAX_SAME_HASH:
+            raise _Refused("hash collisions")
+    return members
+
+
+class _Decoder:
+    def __init__(self):
+        self.elements = 0
+        self.fraction_work = 0
+
+    def _members(self, payload: Any) -> list:
+        if type(payload) is not list:
+            raise ValueError("a container tag holds a list")
+        self.elements += len(payload)
+        if self.elements > MAX_ELEMENTS:
+            raise _Refused("too many elements")
+        return payload
+
+    def decode(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.decode(v) for v in self._members(value)]
+        if not isinstance(value, dict):
+            return value
+        if "__int__" in value:
+            text = value["__int__"]
+            if not isinstance(text, str) or len(text) > 1 << 20:
+                raise ValueError("bad int")
+            return int(text, 16) if text.lstrip("-").startswith("0x") else int(text)
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__tuple__" in value:
+            return tuple(self.decode(v) for v in self._members(value["__tuple__"]))
+        if "__dict__" in value:
+            pairs = self._members(value["__dict__"])
+            if not all(type(p) is list and len(p) == 2 for p in pairs):
+                raise ValueError("a dict item is a [key, value] pair")
+            keys = _distinct_hashes([_hashable(self.decode(k)) for k, _ in pairs])
+            return dict(zip(keys, [self.decode(v) for _, v in pairs]))
+        if "__set__" in value:
+            members = [_hashable(self.decode(v)) for v in self._members(value["__set__"])]
+            return set(_distinct_hashes(members))
+        if "__bytes__" in value:
+            return bytes.fromhex(value["__bytes__"])
+        if "__complex__" in value:
+            re, im = value["__complex__"]
+            return complex(self.decode(re), self.decode(im))
+        if "__fraction__" in value:
+            return self._fraction(value["__fraction__"])
+        if "__decimal__" in value:
+            return _decimal(value["__decimal__"])
+        return Opaque(f"<{str(value.get('__type__', '?'))[:80]}: {str(value.get('__repr__', ''))[:200]}>")
+
+    def _fraction(self, payload: Any) -> Fraction:
+        if type(payload) is not list or len(payload) != 2:
+            raise ValueError("a fraction is [numerator, denominator]")
+        num, den = self.decode(payload[0]), self.decode(payload[1])
+        if type(num) is not int or type(den) is not int or den == 0:
+            raise ValueError("a fraction is two ints, the denominator non-zero")
+        bits = max(num.bit_length(), den.bit_length())
+        if bits > MAX_FRACTION_BITS:
+            raise _Refused("fraction too large")
+        if bits > 1024:  # normalising (a gcd) costs about bits**2: bound the total
+            self.fraction_work += bits * bits
+            if self.fraction_work > _FRACTION_WORK:
+                raise _Refused("fractions too large")
+        return Fraction(num, den)
+
+
+def _decimal(text: Any) -> Decimal:
+    if type(text) is not str or len(text) > MAX_DECIMAL_CHARS:
+        raise ValueError("a decimal is a string of at most 5,000 characters")
+    number = Decimal(text)
+    if number.is_nan():  # NaN equals nothing and a signalling NaN raises on ==
+        raise ValueError("NaN decimal")
+    if number.is_finite() and abs(number.adjusted()) > MAX_DECIMAL_EXPONENT:
+        raise _Refused("decimal exponent out of range")
+    return number
 
 
 def listify(value: Any) -> Any:

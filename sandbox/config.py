@@ -48,6 +48,9 @@ class ContainerConfig:
     tmpfs_size: int = 64 * MiB  # /tmp cap: room for scratch files, not for filling the host's memory
     tmpfs_exec: bool | None = None  # None: exec allowed on /tmp only for the g++ image (binaries run there)
     shm_size: int = 16 * MiB  # /dev/shm cap (multiprocessing semaphores need a little)
+    tmpfs_inodes: int = 16384  # files + dirs on /tmp: a program's 170,000 empty dirs took the runner 4-5 s
+    #   to wipe, past the host's deadline; 16k is plenty for scratch files and wipes in well under a second
+    shm_inodes: int = 4096  # the same bound for /dev/shm
     memory: int = 1536 * MiB  # memory+swap of the whole container (no swap): a test's 1 GiB plus tmpfs, shm
     #   and the runner; catches what RLIMIT_AS cannot (many processes each under it). Raise with Limits.memory
     pids: int = 128  # pids cgroup limit: turns a fork bomb into EAGAIN (the runner then kills everything)

@@ -39,12 +39,14 @@ def owner_id() -> str:
 
 def create_args(image: str, config: ContainerConfig, uid: int, exec_tmp: bool = False) -> tuple[dict, dict]:
     """(create_container kwargs, create_host_config kwargs): the isolation policy in one place."""
-    tmp_opts = f"rw,{'exec' if exec_tmp else 'noexec'},nosuid,nodev,size={config.tmpfs_size // 1024}k,mode=1777"
+    tmp_opts = (f"rw,{'exec' if exec_tmp else 'noexec'},nosuid,nodev,size={config.tmpfs_size // 1024}k,"
+                f"nr_inodes={config.tmpfs_inodes},mode=1777")
+    # /dev/shm as our own tmpfs (Docker then mounts none of its own there), so its inodes are bounded too
+    shm_opts = f"rw,noexec,nosuid,nodev,size={config.shm_size // 1024}k,nr_inodes={config.shm_inodes},mode=1777"
     host = dict(
         network_mode=config.network,
         read_only=config.read_only_root,
-        tmpfs={"/tmp": tmp_opts},
-        shm_size=config.shm_size,
+        tmpfs={"/tmp": tmp_opts, "/dev/shm": shm_opts},
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         mem_limit=config.memory,

@@ -28,6 +28,7 @@ programs it runs, which share its uid), it installs no signal handlers (PID 1 th
 signal sent from inside the container), and its protocol pipes are moved off fds 0-2 and closed in
 every child.
 """
+import base64
 import ctypes
 import fcntl
 import io
@@ -50,7 +51,7 @@ SANDBOXED = IS_INIT and os.getuid() != 0 and "--sandbox" in sys.argv
 if SANDBOXED:
     SCRATCH_ROOTS = ("/tmp", "/dev/shm", "/dev/mqueue")
     WORK_DIR = "/tmp/run"  # fresh per test; the program's cwd, HOME and TMPDIR
-    BUILD_DIR = "/tmp/.klear-build"  # compiled C++ binary; survives the per-test wipe within one job
+    BUILD_DIR = "/tmp/.klear-build"  # compiled C++ binary, written afresh from the runner's memory per test
 else:
     import atexit
     import shutil
@@ -80,6 +81,8 @@ PR_SET_CHILD_SUBREAPER = 36  # outside a container: orphans come back to us, so 
 IPC_RMID = 0
 MAX_REPORT_DEPTH = 250  # nesting accepted in a report line; deeper is garbled (never a runner crash)
 OBSERVE = "__observe__"  # the harness function an assert-style test calls (see sandbox/asserts.py)
+MAX_REPORTS = 100_000  # parsed report lines kept per test (blank ones skipped); more is truncation, not a
+#   bigger response: a program's 1 MiB of report lines must not become a 20 MiB answer the host times out on
 SETUP_FAILED = 125  # child exit status when preparing a test failed before the program started
 READY_FD = 4  # in the child, until the program starts: where it reports that setup went well
 
@@ -145,6 +148,34 @@ def _scan(fd, skip=()):
         except OSError:
             ok = False
     return ok, dirs
+
+
+def _container_cpu():
+    """CPU seconds used by the whole container so far (cgroup v1 cpuacct or v2 cpu.stat), or None.
+
+    The per-test figure is this counter's delta minus the runner's own: it sees processes that no one
+    reaps (a SIGCHLD set to SIG_IGN makes the kernel discard children, and their CPU, unreported)."""
+    if not SANDBOXED:
+        return None
+    try:
+        with open("/sys/fs/cgroup/cpuacct/cpuacct.usage") as fh:
+            return int(fh.read()) / 1e9
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu.stat") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == "usage_usec":
+                    return int(value) / 1e6
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _self_cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _wipe(path, keep=()):
@@ -291,6 +322,12 @@ def encode_value(value, depth=0):
         return {"__bytes__": bytes(value).hex()}
     if isinstance(value, complex):
         return {"__complex__": [encode_value(value.real, depth + 1), encode_value(value.imag, depth + 1)]}
+    fractions, decimal = sys.modules.get("fractions"), sys.modules.get("decimal")
+    if fractions is not None and isinstance(value, fractions.Fraction):
+        return {"__fraction__": [encode_value(value.numerator, depth + 1),
+                                 encode_value(value.denominator, depth + 1)]}
+    if decimal is not None and isinstance(value, decimal.Decimal):
+        return {"__decimal__": decimal.Decimal.__str__(value)}
     return {"__repr__": _safe_text(value, 200), "__type__": _safe_text(type(value).__name__, 80)}
 
 
@@ -474,6 +511,7 @@ def _spawn(job, test, limits, argv=None):
     ready_r, ready_w = os.pipe()  # the child writes b"R" once set up, before any program code runs
     oom_before = _oom_kills()
     tree_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    box_before, self_before = _container_cpu(), _self_cpu()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:  # ------------------------------------------------------------------- child
@@ -549,6 +587,9 @@ def _spawn(job, test, limits, argv=None):
     clean = kill_everything(pid)
     tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # everything reaped: every descendant's CPU
     tree_cpu = (tree_after.ru_utime + tree_after.ru_stime) - (tree_before.ru_utime + tree_before.ru_stime)
+    box_after, self_after = _container_cpu(), _self_cpu()
+    if box_before is not None and box_after is not None:  # what no wait() reports (auto-reaped children)
+        tree_cpu = max(tree_cpu, (box_after - box_before) - (self_after - self_before))
     for fd in reads:  # every writer is dead now: drain to EOF (bounded by the cap)
         while sizes[reads[fd]] <= cap and pump(fd, reads[fd]):
             pass
@@ -571,7 +612,8 @@ def _spawn(job, test, limits, argv=None):
         "cpu": round(max(tree_cpu, usage.ru_utime + usage.ru_stime if usage else 0.0), 4),
         "wall": round(wall, 4),
         "maxrss_kb": usage.ru_maxrss if usage else None,
-        "stdout": b"".join(bufs["stdout"])[:cap + 1].decode("utf-8", "replace"),
+        # base64, not JSON text: control bytes would grow 6x as \u escapes in the response
+        "stdout_b64": base64.b64encode(b"".join(bufs["stdout"])[:cap + 1]).decode("ascii"),
         "stderr": b"".join(bufs["stderr"])[-STDERR_KEEP:].decode("utf-8", "replace"),
         "report": None,
     }
@@ -579,9 +621,21 @@ def _spawn(job, test, limits, argv=None):
         result["unclean"] = True
     if ready != b"R" and not timed_out:
         result["setup_failed"] = True  # decided here, from a pipe the program never held
-    reports = [_parse_report(line) for line in b"".join(bufs["report"]).splitlines()]  # bounded by the cap
+    reports, garbled, last = [], 0, None
+    for line in b"".join(bufs["report"]).splitlines():
+        if not line.strip():
+            continue
+        last = _parse_report(line)
+        if last.get("garbled") is True:
+            garbled += 1
+        elif len(reports) < MAX_REPORTS:
+            reports.append(last)
+        else:
+            result["reports_truncated"] = True
     result["reports"] = reports
-    result["report"] = reports[-1] if reports else None
+    result["report"] = last
+    if garbled:
+        result["garbled_reports"] = garbled
     return result
 
 
@@ -608,17 +662,26 @@ def _parse_report(line):
     return {"garbled": True}
 
 
-def _cleanup(keep=()):
+def _cleanup():
     ok = kill_everything()
     ok = _remove_ipc() and ok
     for root in SCRATCH_ROOTS:
-        ok = _wipe(root, keep) and ok
+        ok = _wipe(root) and ok
     return ok
 
 
 def _timed_out(raw, limits):
     return raw["timed_out"] or raw["signal"] == signal.SIGXCPU or (
         raw["cpu"] is not None and raw["cpu"] > limits["cpu_s"])
+
+
+def _install(path, data):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
 
 
 def run_job(job):
@@ -639,10 +702,15 @@ def run_job(job):
         binary = os.path.join(BUILD_DIR, "prog")
         compiled = _spawn(job, {}, compile_limits, ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe",
                                                      "-o", binary, os.path.join(BUILD_DIR, "main.cpp")])
-        compiled["stdout"] = compiled["stdout"][-STDERR_KEEP:]
-        clean = _cleanup(keep=(BUILD_DIR,)) and clean
-        if compiled["exit"] != 0:
-            return {"ok": True, "compile": compiled, "results": [], "clean": _cleanup() and clean}
+        compiled.pop("stdout_b64", None)
+        try:
+            with open(binary, "rb") as fh:
+                program = fh.read()  # kept here: each test gets a fresh copy the last one cannot have touched
+        except OSError:
+            program = None
+        clean = _cleanup() and clean
+        if compiled["exit"] != 0 or program is None:
+            return {"ok": True, "compile": compiled, "results": [], "clean": clean}
         argv = [binary]
     elif language != "python":
         return {"ok": True, "clean": True, "unsupported": f"unsupported language {language!r}"}
@@ -656,9 +724,11 @@ def run_job(job):
         if timeouts >= limits["max_timeouts"]:
             results.append({"skipped": True})
             continue
+        if argv is not None:
+            _install(binary, program)
         raw = _spawn(job, test, limits, argv)
         results.append(raw)
-        clean = _cleanup(keep=(BUILD_DIR,)) and not raw.get("unclean") and clean
+        clean = _cleanup() and not raw.get("unclean") and clean
         if (raw["report"] or {}).get("compile_error"):
             break
         if _timed_out(raw, limits):

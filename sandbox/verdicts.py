@@ -22,6 +22,8 @@ Soft reward = passed / total.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import signal
 from typing import Any
 
@@ -102,6 +104,18 @@ def _crash_verdict(raw: dict, report: dict) -> tuple[str, str] | None:
     return None
 
 
+def stdout_text(raw: dict) -> str:
+    """A test's stdout as text: the runner sends the raw bytes base64-encoded (`stdout_b64`; control
+    characters would bloat the JSON escaping), read as UTF-8 with undecodable bytes replaced. Malformed
+    base64 is empty output. An older runner's `stdout` text is read as is."""
+    if "stdout_b64" in raw:
+        try:
+            return base64.b64decode(raw["stdout_b64"], validate=True).decode("utf-8", "replace")
+        except (binascii.Error, TypeError, ValueError):
+            return ""
+    return str(raw.get("stdout", ""))
+
+
 def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
     if raw.get("skipped"):
         return SKIPPED, "not run: too many timeouts"
@@ -115,7 +129,7 @@ def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
     if crashed:
         return crashed
     if suite.mode == STDIO:
-        ok, why = compare_stdout(str(raw.get("stdout", "")), suite.outputs[index], float_tolerance)
+        ok, why = compare_stdout(stdout_text(raw), suite.outputs[index], float_tolerance)
         return (ACCEPTED, "") if ok else (WRONG_ANSWER, why)
     if "value" not in report:
         return RUNTIME_ERROR, "exited without returning a value"
@@ -170,12 +184,30 @@ def summarize(verdicts: list[str], total: int) -> tuple[str, int, float]:
     return first_failure, passed, (passed / total if total else 0.0)
 
 
+def clean_text(value: Any) -> Any:
+    """`value` with every string in it (dict keys too, recursively) valid UTF-8 text: a lone surrogate (a
+    program can put one in what it reports) becomes its escape, the text `\\ud800`, so that the row can
+    always be written (tuples become lists, as in JSON)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_text(v) for v in value]
+    return value
+
+
 def result_row(row_id: Any, verdict: str, passed: int, total: int, details: dict,
                reward: float | None = None) -> dict:
-    """One output row; a sandbox_error is unscored (reward None), anything else scores passed/total."""
+    """One output row; a sandbox_error is unscored (reward None), anything else scores passed/total.
+    Every string in `details` is valid UTF-8 text (see clean_text)."""
     if verdict == SANDBOX_ERROR:
         reward = None
     elif reward is None:
         reward = passed / total if total else 0.0
-    return {"id": row_id, "verdict": verdict, "passed": passed, "total": total, "reward": reward,
-            "details": details}
+    return {"id": clean_text(row_id), "verdict": verdict, "passed": passed, "total": total,
+            "reward": reward, "details": clean_text(details)}

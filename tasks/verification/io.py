@@ -3,6 +3,8 @@
 Input is read with the curation source readers, so a line that is not JSON becomes a row carrying its
 `_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
 `details` is a JSON string column (its keys differ from row to row); in JSONL it is an object.
+A result that cannot be written as is (a lone surrogate in a string, which no UTF-8 file can hold) is
+written with that string escaped: one odd row never loses the batch.
 """
 from __future__ import annotations
 
@@ -51,13 +53,64 @@ def read_rows(path: str) -> list[dict]:
         raise VerifyIOError(f"{path}: {exc.strerror or exc}") from None
 
 
+def _text(value: str) -> str:
+    """The string as valid UTF-8 text: a lone surrogate becomes its escape (the text `\\ud800`)."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON data whose every string is valid text; anything else becomes its str()."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(k if isinstance(k, str) else json.dumps(_json_safe(k))): _json_safe(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    try:
+        return _text(str(value))
+    except Exception as exc:
+        return f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of the value that is always valid UTF-8 (never raises): one result the writer cannot
+    encode as is (a lone surrogate from a program's output, an odd key) must not lose the whole batch."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)  # (escaping would hide a surrogate)
+        text.encode("utf-8")
+        return text
+    except Exception:
+        pass
+    try:
+        return json.dumps(_json_safe(value), ensure_ascii=False)
+    except Exception as exc:  # RecursionError: too deep to write at all
+        return json.dumps(f"<unwritable: {type(exc).__name__}>")
+
+
+def _jsonl_line(row: dict) -> bytes:
+    try:
+        text = json.dumps(row, ensure_ascii=False, default=str)
+        return (text + "\n").encode("utf-8")
+    except Exception:  # field by field, so that one bad field keeps the rest of the row
+        fields = {_text(str(k)): json.loads(_dumps(v)) for k, v in row.items()}
+        return (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def _id_type(ids: list[Any]):
     import pyarrow as pa
 
     present = [i for i in ids if i is not None]
     if present and all(isinstance(i, int) and not isinstance(i, bool) for i in present):
         return pa.int64(), ids
-    return pa.string(), [None if i is None else (i if isinstance(i, str) else json.dumps(i)) for i in ids]
+    return pa.string(), [None if i is None else (_text(i) if isinstance(i, str) else _dumps(i))
+                         for i in ids]
 
 
 def write_rows(rows: Iterable[dict], path: str) -> None:
@@ -73,7 +126,7 @@ def write_rows(rows: Iterable[dict], path: str) -> None:
         if kind == "jsonl":
             with paths.open_binary(tmp, "wb") as fh:
                 for row in rows:
-                    fh.write((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode())
+                    fh.write(_jsonl_line(row))
         else:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -81,11 +134,11 @@ def write_rows(rows: Iterable[dict], path: str) -> None:
             id_type, ids = _id_type([r.get("id") for r in rows])
             table = pa.table({
                 "id": pa.array(ids, id_type),
-                "verdict": pa.array([r["verdict"] for r in rows], pa.string()),
+                "verdict": pa.array([_text(str(r["verdict"])) for r in rows], pa.string()),
                 "passed": pa.array([r["passed"] for r in rows], pa.int64()),
                 "total": pa.array([r["total"] for r in rows], pa.int64()),
                 "reward": pa.array([r["reward"] for r in rows], pa.float64()),
-                "details": pa.array([json.dumps(r["details"], default=str) for r in rows], pa.string()),
+                "details": pa.array([_dumps(r["details"]) for r in rows], pa.string()),
             })
             with paths.open_binary(tmp, "wb") as fh:
                 pq.write_table(table, fh)

@@ -43,3 +43,32 @@ def test_timeout_eof_and_garbage_are_channel_errors():
     theirs.close()
     with pytest.raises(ChannelError, match="closed the stream.*boom"):
         ch.recv(1)
+
+
+def test_large_line_in_many_chunks_decodes():
+    """A 30 MiB answer split into 40,000-byte frames, sent in 64 KiB chunks (frame and chunk borders
+    never line up), followed by a second answer in the same chunk as the first one's end."""
+    ours, theirs = socket.socketpair()
+    ch = Channel(ours)
+    body = "ab" * (15 << 20)
+    line = ('{"stdout_b64": "' + body + '"}\n{"next": 2}\n').encode()
+    data = bytearray()
+    for i in range(0, len(line), 40_000):
+        data += frame(1, line[i:i + 40_000])
+        if i == 40_000 * 100:
+            data += frame(2, b"noise")  # stderr interleaved: not part of the line
+    data = bytes(data)
+
+    def feed():
+        for i in range(0, len(data), 64 << 10):
+            theirs.sendall(data[i:i + (64 << 10)])
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    got = ch.recv(60)
+    assert len(got["stdout_b64"]) == len(body) and got["stdout_b64"] == body
+    assert ch.recv(5) == {"next": 2}
+    assert ch.stderr_tail == b"noise"
+    feeder.join()
+    ch.close()
+    theirs.close()

@@ -1,5 +1,7 @@
 """LiveCodeBench comparison rules (RECIPE.md) and call-based equality. No Docker."""
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
@@ -147,6 +149,24 @@ def test_unencodable_object_decodes_as_opaque():
     {"__complex__": 5},
     {},
     {"anything": 1},
+    {"__tuple__": "abc"},  # a container's members are a list, never a string's characters
+    {"__set__": {"a": 1}},
+    {"__dict__": [[1, 2, 3]]},
+    {"__fraction__": [1]},
+    {"__fraction__": [1, 0]},
+    {"__fraction__": [1.5, 2]},
+    {"__fraction__": [True, 2]},
+    {"__fraction__": ["1", "2"]},
+    {"__fraction__": {"n": 1, "d": 2}},
+    {"__fraction__": [{"__int__": hex(1 << 70000)}, 3]},  # a numerator too large to normalise cheaply
+    {"__decimal__": 1.5},
+    {"__decimal__": "abc"},
+    {"__decimal__": "NaN"},
+    {"__decimal__": "-sNaN"},
+    {"__decimal__": "nan123"},
+    {"__decimal__": "1e999999999"},  # huge exponents
+    {"__decimal__": "1e-1000001"},
+    {"__decimal__": "1" * 5001},
 ])
 def test_malformed_tag_decodes_as_opaque(bad):
     assert isinstance(decode_value(bad), Opaque)
@@ -206,3 +226,58 @@ def test_call_based_equality():
     assert not values_equal(0.1 + 0.2, 0.3)
     assert values_equal(0.1 + 0.2, 0.3, float_tolerance=1e-9)
     assert values_equal([0.1 + 0.2, "a"], [0.3, "a"], float_tolerance=1e-9)
+
+
+@pytest.mark.parametrize("encoded, expected", [
+    ({"__fraction__": [1, 2]}, Fraction(1, 2)),
+    ({"__fraction__": [-3, 6]}, Fraction(-1, 2)),
+    ({"__fraction__": [{"__int__": hex(2**80)}, 3]}, Fraction(2**80, 3)),
+    ({"__decimal__": "1.5"}, Decimal("1.5")),
+    ({"__decimal__": "-0.000"}, Decimal("-0.000")),
+    ({"__decimal__": "1E+5"}, Decimal("1E+5")),
+    ({"__decimal__": "-Infinity"}, Decimal("-Infinity")),
+    ({"__decimal__": "9" * 5000}, Decimal("9" * 5000)),
+])
+def test_fraction_and_decimal_tags_decode(encoded, expected):
+    got = decode_value(encoded)
+    assert type(got) is type(expected) and got == expected and str(got) == str(expected)
+
+
+def test_fractions_and_decimals_inside_containers():
+    got = decode_value({"__set__": [{"__fraction__": [1, 3]}, {"__decimal__": "2.5"}]})
+    assert got == {Fraction(1, 3), Decimal("2.5")}
+    got = decode_value([{"__tuple__": [{"__decimal__": "0.1"}]},
+                        {"__dict__": [[{"__fraction__": [1, 2]}, 1]]}])
+    assert got == [(Decimal("0.1"),), {Fraction(1, 2): 1}]
+
+
+def test_fractions_and_decimals_compare_like_python():
+    assert values_equal(Fraction(1, 2), 0.5) and values_equal(Decimal("1.5"), 1.5)
+    assert values_equal(decode_value({"__fraction__": [1, 2]}), 0.5)
+    assert values_equal(decode_value({"__decimal__": "1.50"}), 1.5)
+    assert values_equal(decode_value({"__fraction__": [4, 2]}), 2)
+    assert not values_equal(Decimal("0.1"), 0.1)  # the float 0.1 is not exactly 1/10
+    assert not values_equal(Fraction(1, 3), 0.3333333333333333)
+
+
+def test_forged_hash_collisions_are_refused_quickly():
+    m = 2**61 - 1  # every multiple of the hash modulus hashes to 0
+    members = [{"__int__": hex(k * m)} for k in range(1, 27_001)]
+    assert isinstance(decode_value({"__set__": members}), Opaque)
+    assert isinstance(decode_value({"__dict__": [[v, 0] for v in members]}), Opaque)
+    assert isinstance(decode_value({"__set__": [{"__tuple__": [v]} for v in members]}), Opaque)
+    few = decode_value({"__set__": members[:64]})  # a few shared hashes are fine
+    assert isinstance(few, set) and len(few) == 64
+
+
+def test_large_honest_set_and_dict_still_decode():
+    got = decode_value({"__set__": list(range(100_000))})
+    assert type(got) is set and got == set(range(100_000))
+    got = decode_value({"__dict__": [[k, k] for k in range(100_000)]})
+    assert type(got) is dict and len(got) == 100_000
+
+
+def test_too_many_elements_is_opaque():
+    assert isinstance(decode_value([0] * 1_000_001), Opaque)
+    assert isinstance(decode_value([[0] * 600_000, [0] * 600_000]), Opaque)  # counted across levels
+    assert decode_value([0] * 1_000_000) == [0] * 1_000_000

@@ -409,3 +409,104 @@ def test_rl_reward_of_a_timed_out_program_is_the_wrong_answer_reward(pool):
     assert grade.outcome == Outcome.WRONG and grade.verdict == "timeout", grade
     assert reward_from_grade("code", response, grade, RewardConfig()) == 0.0
     assert reward_from_grade("code", response, grade, RewardConfig(scale_code=True)) == -1.0
+
+
+# ------------------------------------------- 7. found by red-teaming the rewritten sandbox, one each
+def test_a_flood_of_blank_report_lines_is_scored(pool):
+    before = pool.stats["faults"]
+    code = "import os\nos.write(3, b'\\n' * ((1 << 20) - 1))\nos._exit(0)\n"
+    refused(run(pool, code, {"fn_name": "double", "inputs": [[1], [2], [3], [4]], "outputs": [2, 4, 6, 8]}))
+    no_faults(pool, before)
+
+
+def test_an_inode_flood_is_bounded_and_wiped_in_time(pool):
+    before = pool.stats["faults"]
+    code = """
+import os
+os.makedirs("/tmp/d", exist_ok=True)
+made = 0
+try:
+    while True:
+        os.mkdir(f"/tmp/d/{made}")
+        made += 1
+except OSError:
+    pass
+print(made)
+"""
+    out = refused(run(pool, code, stdio(n=6)))
+    assert out["verdict"] == "wrong_answer", out
+    no_faults(pool, before)
+
+
+def test_control_bytes_filling_stdout_in_every_test_are_scored(pool):
+    before = pool.stats["faults"]
+    code = "import os\nos.write(1, b'\\x01' * ((1 << 20) - 1))\n"
+    out = refused(run(pool, code, stdio(n=16)))
+    assert out["verdict"] == "wrong_answer", out
+    no_faults(pool, before)
+
+
+def test_a_lone_surrogate_in_a_report_cannot_break_the_batch(pool, tmp_path):
+    from tasks.verification import VerifyConfig, verify_rows
+    from tasks.verification.io import write_rows
+
+    code = "import os\nos.write(3, b'{\"exc\": \"\\\\ud800\", \"message\": \"\\\\udfff\"}\\n')\nos._exit(0)\n"
+    rows = [{"id": "surrogate", "code": code, "tests": {"fn_name": "f", "inputs": [[1]], "outputs": [1]}},
+            {"id": "honest", "code": "def f(x):\n    return x\n", "tests": {"fn_name": "f", "inputs": [[1]], "outputs": [1]}}]
+    out = verify_rows(rows, VerifyConfig(executor="threads", workers=1))
+    refused(out[0])
+    assert out[1]["verdict"] == "accepted"
+    for name in ("out.jsonl", "out.parquet"):
+        write_rows(out, str(tmp_path / name))  # must not raise
+
+
+def test_a_str_subclass_cannot_answer_a_predicate(pool):
+    code = """
+class Yes(str):
+    def startswith(self, *a): return True
+    def isdigit(self): return True
+def f(s):
+    return Yes("zzz")
+"""
+    refused(run(pool, code, {"assert_code": "assert f('abc').startswith('ab')\nassert f('12').isdigit()"}))
+
+
+def test_cpu_of_children_the_kernel_reaps_counts(pool):
+    out = refused(run(pool, BURN + """
+import signal
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children vanish without a wait: no rusage for anyone
+r, w = os.pipe()
+for _ in range(2):
+    if os.fork() == 0:
+        burn(0.75)
+        os.write(w, b"x")
+        os._exit(0)
+os.read(r, 1)
+os.read(r, 1)
+print("ok")
+""", stdio()))
+    assert out["verdict"] == "timeout", out
+
+
+def test_the_build_dir_is_no_hiding_place_between_tests(pool):
+    code = """
+import os
+d = "/tmp/.klear-build"
+if input() == "0":
+    os.makedirs(d, exist_ok=True)
+    open(d + "/progress", "w").write("half done")
+    print("ok")
+else:
+    print("ok" if not os.path.exists(d + "/progress") else "found")
+"""
+    assert run(pool, code, stdio(n=2))["verdict"] == "accepted"
+
+
+def test_colliding_hashes_in_a_forged_set_are_a_wrong_answer(pool):
+    code = """
+import json, os
+value = {"__set__": [k * (2 ** 61 - 1) for k in range(1, 30000)]}
+os.write(3, (json.dumps({"value": value}) + "\\n").encode())
+os._exit(0)
+"""
+    refused(run(pool, code, {"fn_name": "f", "inputs": [[1]], "outputs": [[1]]}))

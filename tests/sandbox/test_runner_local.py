@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.image import RUNNER_PATH
 from sandbox.testcases import parse_tests
-from sandbox.verdicts import judge_test
+from sandbox.verdicts import judge_test, stdout_text
 
 LIMITS = {"cpu_s": 1.0, "wall_s": 2.0, "output_bytes": 4096}
 
@@ -68,7 +68,7 @@ def test_ping(runner):
 
 def test_stdio_runs_each_test_with_its_input(runner):
     r = runner(mode="stdio", code="print(int(input()) * 2)", tests=[{"stdin": "2\n"}, {"stdin": "5"}])
-    assert [t["stdout"] for t in r["results"]] == ["4\n", "10\n"] and r["clean"]
+    assert [stdout_text(t) for t in r["results"]] == ["4\n", "10\n"] and r["clean"]
     assert all(t["exit"] == 0 and t["cpu"] is not None for t in r["results"])
 
 
@@ -179,16 +179,16 @@ def test_compile_error_stops_the_job(runner):
 
 def test_exit_codes_threads_and_atexit_like_a_real_interpreter(runner):
     r = runner(mode="stdio", code="import sys\nprint('a')\nsys.exit(3)", tests=[{"stdin": ""}])
-    assert r["results"][0]["exit"] == 3 and r["results"][0]["stdout"] == "a\n"
+    assert r["results"][0]["exit"] == 3 and stdout_text(r["results"][0]) == "a\n"
     code = ("import threading, atexit\natexit.register(lambda: print('bye'))\n"
             "threading.Thread(target=lambda: print('thread')).start()")
     r = runner(mode="stdio", code=code, tests=[{"stdin": ""}])
-    assert r["results"][0]["stdout"] == "thread\nbye\n"
+    assert stdout_text(r["results"][0]) == "thread\nbye\n"
 
 
 def test_main_module_is_the_solution(runner):
     r = runner(mode="stdio", code="import __main__\nx = 5\nprint(__main__.x, __name__)", tests=[{"stdin": ""}])
-    assert r["results"][0]["stdout"] == "5 __main__\n"
+    assert stdout_text(r["results"][0]) == "5 __main__\n"
 
 
 def test_cpu_of_an_orphaned_grandchild_counts(runner):
@@ -212,7 +212,7 @@ print("done")
 """
     r = runner(mode="stdio", code=code, tests=[{"stdin": ""}], limits={**LIMITS, "cpu_s": 2.0, "wall_s": 6.0})
     t = r["results"][0]
-    assert t["exit"] == 0 and t["stdout"] == "done\n" and not t["timed_out"]
+    assert t["exit"] == 0 and stdout_text(t) == "done\n" and not t["timed_out"]
     assert t["cpu"] > 2.0
 
 
@@ -233,7 +233,7 @@ def test_sleeper_hits_the_wall_deadline(runner):
 def test_output_cap(runner):
     r = runner(mode="stdio", code="while True: print('x' * 100)", tests=[{"stdin": ""}])
     t = r["results"][0]
-    assert t["output_exceeded"] and len(t["stdout"]) <= LIMITS["output_bytes"] + 1
+    assert t["output_exceeded"] and len(stdout_text(t)) <= LIMITS["output_bytes"] + 1
 
 
 def test_memory_error_is_reported(runner):

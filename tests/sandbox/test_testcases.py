@@ -154,3 +154,40 @@ def test_powers_are_host_constants_with_a_bound():
     assert evaluate_check(suite.inputs[0].expr, {0: 1_000_000_007})
     with pytest.raises(CheckFailed, match="power too large"):
         evaluate_check("__klear_o0 == 10 ** 100000", {0: 1})
+
+
+@pytest.mark.parametrize("code, why", [
+    ("import cmath\nassert cmath.isclose(f(1), 2+3j)", "calls `cmath.isclose`"),
+    ("assert cmath.isclose(f(1), 2+3j)", "calls `cmath.isclose`"),  # imported by the program, still foreign
+    ("import operator\nassert operator.eq(f(), 42)", "calls `operator.eq`"),
+    ("from operator import eq\nassert eq(f(), 42)", "calls `eq`"),
+    ("import operator\neq = operator.eq\nassert eq(f(), 42) == True", "calls `eq`"),
+    ("assert f().__eq__(5)", "a method of a built-in type"),
+    ("assert len(f(3))", "calls `len`"),
+    ("def check(a, b):\n    return a == b\nassert check(f(1), 2)", "calls `check`"),
+])
+def test_a_predicate_from_outside_the_program_is_refused(code, why):
+    with pytest.raises(InvalidTests, match="truth is decided in the program's process|decides inside") as exc:
+        parse_tests({"assert_code": code})
+    assert why in str(exc.value)
+
+
+@pytest.mark.parametrize("code, values, holds", [
+    ("assert is_prime(7)", {0: True}, True),
+    ("assert not is_prime(8)", {0: 1}, False),
+    ("s = Solution()\nassert s.isValid('()')", {0: True}, True),
+    ("assert f('abc').startswith('ab')", {0: "abz"}, True),
+    ("assert f('abc').startswith('ab')", {0: "zzz"}, False),
+    ("assert f('12').isdigit()", {0: ["1"]}, None),  # not a str: the check fails, never True
+    ("assert list(gen(3)) == [0, 1, 2]", {0: [0, 1, 2]}, True),
+    ("assert sorted(f(), key=len) == ['a', 'bb']", {0: ["a", "bb"]}, True),
+])
+def test_the_program_own_answers_and_host_predicates(code, values, holds):
+    from sandbox.asserts import CheckFailed, evaluate_check
+
+    (check,) = parse_tests({"assert_code": code}).inputs
+    if holds is None:
+        with pytest.raises(CheckFailed):
+            evaluate_check(check.expr, values)
+    else:
+        assert evaluate_check(check.expr, values) is holds

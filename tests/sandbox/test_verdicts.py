@@ -1,4 +1,6 @@
 """Raw runner facts -> verdicts, bad rows, submission summary. No Docker (responses are synthetic)."""
+import base64
+import json
 import signal
 
 import pytest
@@ -6,7 +8,8 @@ import pytest
 from sandbox.config import JudgeConfig, Limits
 from sandbox.judge import judge, prepare
 from sandbox.testcases import parse_tests
-from sandbox.verdicts import SKIPPED, VERDICTS, judge_test as verdict_of, summarize
+from sandbox.verdicts import (SKIPPED, VERDICTS, judge_test as verdict_of, result_row, stdout_text,
+                              summarize)
 
 STDIO = parse_tests({"inputs": ["1\n"], "outputs": ["2\n"]})
 CALL = parse_tests({"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]})
@@ -251,3 +254,64 @@ def test_judge_cpp_compile_error_and_unsupported():
     assert cpp["verdict"] == "compile_error" and "error: x" in cpp["details"]["reason"]
     unsupported = judge(p, {"unsupported": "no g++", "results": []})
     assert unsupported["verdict"] == "sandbox_error"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+@pytest.mark.parametrize("r, text", [
+    ({"stdout_b64": b64(b"2\n")}, "2\n"),
+    ({"stdout_b64": b64("é\x00\x1b[0m\n".encode())}, "é\x00\x1b[0m\n"),  # control chars kept
+    ({"stdout_b64": b64(b"a\xff\xfeb")}, "a\ufffd\ufffdb"),  # invalid UTF-8 replaced
+    ({"stdout_b64": ""}, ""),
+    ({"stdout_b64": "not base64!"}, ""),  # malformed: empty output
+    ({"stdout_b64": "QQ="}, ""),  # bad padding
+    ({"stdout_b64": 5}, ""),
+    ({"stdout_b64": None}, ""),
+    ({"stdout_b64": b64(b"new"), "stdout": "old"}, "new"),  # the bytes win
+    ({"stdout": "2\n"}, "2\n"),  # an older runner's text
+    ({}, ""),
+])
+def test_stdout_text(r, text):
+    assert stdout_text(r) == text
+
+
+def test_stdout_b64_is_judged():
+    stdout = {k: v for k, v in raw().items() if k != "stdout"}
+    assert verdict_of(dict(stdout, stdout_b64=b64(b"2\r\n")), STDIO, 0, cpu_limit=4.0)[0] == "accepted"
+    assert verdict_of(dict(stdout, stdout_b64=b64(b"3\n")), STDIO, 0, cpu_limit=4.0)[0] == "wrong_answer"
+    assert verdict_of(dict(stdout, stdout_b64="@@"), STDIO, 0, cpu_limit=4.0)[0] == "wrong_answer"
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_result_row_details_are_always_valid_text():
+    details = {"message": "RuntimeError \ud800: m", "\udfff key": ["ok", {"deep": ("\udc80x",)}],
+               "tests": [{"index": 0, "cpu": 0.1}], "fine": "é 😀"}
+    row = result_row("id\ud800", "runtime_error", 0, 1, details)
+    for text in _strings(row):
+        text.encode("utf-8")  # never raises
+    assert row["details"]["message"] == "RuntimeError \\ud800: m"
+    assert row["details"]["\\udfff key"] == ["ok", {"deep": ["\\udc80x"]}]
+    assert row["details"]["fine"] == "é 😀" and row["details"]["tests"] == [{"index": 0, "cpu": 0.1}]
+    assert row["id"] == "id\\ud800"
+    json.dumps(row, ensure_ascii=False).encode()
+
+
+def test_lone_surrogate_reported_by_the_program_reaches_a_writable_row():
+    p = prepare({"id": "r", "code": "x", "tests": {"inputs": ["1"], "outputs": ["2"]}})
+    report = json.loads('{"exc": "\\ud800", "message": "m"}')  # what the program wrote to its report fd
+    out = judge(p, {"results": [raw(exit=1, report=report)]})
+    assert out["verdict"] == "runtime_error" and "\\ud800" in out["details"]["message"]
+    json.dumps(out, ensure_ascii=False).encode()

@@ -59,3 +59,24 @@ def test_parquet_ids_keep_ints_and_stringify_mixed(tmp_path):
     assert pq.read_table(tmp_path / "a.parquet").column("id").to_pylist() == [7, None]
     write_rows([dict(RESULTS[0], id=7), dict(RESULTS[0], id="x")], str(tmp_path / "b.parquet"))
     assert pq.read_table(tmp_path / "b.parquet").column("id").to_pylist() == ["7", "x"]
+
+
+def test_a_lone_surrogate_never_loses_the_batch(tmp_path):
+    """One result holding a string no UTF-8 file can hold (a lone surrogate a program reported) is
+    written escaped; every other row is written as is."""
+    bad = dict(RESULTS[0], id="b\ud800", details={"message": "exc \ud800", "k\udfff": [{"x": "\udc80"}]})
+    odd = dict(RESULTS[0], id="c", details={(1, 2): "tuple key", "obj": object()})
+    rows = [RESULTS[0], bad, odd, RESULTS[1]]
+    write_rows(rows, str(tmp_path / "out.jsonl"))
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 4 and lines[0] == RESULTS[0] and lines[3] == RESULTS[1]
+    assert lines[1]["id"] == "b\\ud800" and lines[1]["verdict"] == "accepted"
+    assert lines[1]["details"] == {"message": "exc \\ud800", "k\\udfff": [{"x": "\\udc80"}]}
+    assert lines[2]["details"]["[1, 2]"] == "tuple key" and "object" in lines[2]["details"]["obj"]
+    write_rows(rows, str(tmp_path / "out.parquet"))
+    got = pq.read_table(tmp_path / "out.parquet").to_pylist()
+    assert [r["id"] for r in got] == ["a", "b\\ud800", "c", None]
+    assert json.loads(got[1]["details"])["message"].encode("utf-8")  # valid text either way
+    assert json.loads(got[2]["details"])["[1, 2]"] == "tuple key"
+    assert json.loads(got[0]["details"]) == RESULTS[0]["details"]
+    assert list(tmp_path.glob("*.tmp-*")) == []
