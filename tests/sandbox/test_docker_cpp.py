@@ -45,3 +45,26 @@ def test_cpp(pool, code, verdict):
     assert out["verdict"] == verdict, out["details"]
     if verdict == "compile_error":
         assert "error" in out["details"]["reason"]
+
+
+# A program that deletes or rewrites its own binary only spoils its own test: the next test runs a fresh
+# copy of the compiled program (never a sandbox_error, never state carried over).
+SELF_HARM = r"""
+#include <cstdio>
+#include <unistd.h>
+#include <fcntl.h>
+int main(){
+    long a, b; scanf("%ld %ld", &a, &b);
+    char path[4096]; ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n > 0) { path[n] = 0; MODE }
+    printf("%ld\n", a + b);
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["unlink(path);", "int fd = open(path, O_WRONLY | O_TRUNC); if (fd >= 0) close(fd);"],
+                         ids=["unlink", "truncate"])
+def test_a_program_that_harms_its_binary_hurts_only_itself(pool, mode):
+    out = verify_submission({"id": "c", "language": "cpp", "code": SELF_HARM.replace("MODE", mode), "tests": TESTS},
+                            pool, JudgeConfig(limits=Limits(time_limit_s=1.0)))
+    assert out["verdict"] == "accepted", out["details"]
