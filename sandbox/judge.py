@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.config import JudgeConfig
+from sandbox.submission import Submission
 from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_tests, sample_indices
 from sandbox.verdicts import (COMPILE_ERROR, SANDBOX_ERROR, SKIPPED, result_row, summarize,
                               judge_test)
@@ -38,31 +39,31 @@ def _bad(row_id: Any, verdict: str, reason: str, total: int = 0) -> dict:
     return result_row(row_id, verdict, 0, total, {"reason": reason})
 
 
-def prepare(row: Any, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
-    """A runner job for the row, or (for a bad row) its final result."""
-    if not isinstance(row, dict):
+def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
+    """A runner job for the submission (or its row), or (for a bad one) its final result."""
+    if isinstance(row, dict):
+        row = Submission.from_row(row)
+    if not isinstance(row, Submission):
         return _bad(None, SANDBOX_ERROR, f"bad row: expected an object, got {type(row).__name__}")
-    row_id = row.get("id")
-    code = row.get("code")
+    row_id = row.id
+    code = row.code
     if code is not None and not isinstance(code, str):
         return _bad(row_id, SANDBOX_ERROR, f"bad row: code must be a string, got {type(code).__name__}")
     try:
-        suite = parse_tests(row.get("tests"))
+        suite = parse_tests(row.tests)
     except InvalidTests as exc:
         return _bad(row_id, SANDBOX_ERROR, f"invalid_tests: {exc}")
     # Sampling is keyed by the problem, not the row: every rollout of one problem (rows "P-0", "P-1", ...
     # carrying problem_id P) is scored on the same tests, so group advantages compare like with like.
-    sample_key = row.get("problem_id")
-    indices = sample_indices(len(suite), config.max_tests, config.seed,
-                             row_id if sample_key is None else sample_key)
+    indices = sample_indices(len(suite), config.max_tests, config.seed, row.sample_key)
     if not code or not code.strip():
         return _bad(row_id, COMPILE_ERROR, "no code", total=len(indices))
-    language = LANGUAGES.get(str(row.get("language") or "python").strip().lower())
+    language = LANGUAGES.get(str(row.language or "python").strip().lower())
     if language is None:
-        return _bad(row_id, SANDBOX_ERROR, f"unsupported language {row.get('language')!r}", len(indices))
+        return _bad(row_id, SANDBOX_ERROR, f"unsupported language {row.language!r}", len(indices))
     if language == "cpp" and suite.mode != STDIO:
         return _bad(row_id, SANDBOX_ERROR, "C++ rows need stdin/stdout tests", len(indices))
-    time_limit = row.get("time_limit")
+    time_limit = row.time_limit
     if time_limit is not None:
         try:
             time_limit = float(time_limit)
@@ -70,7 +71,7 @@ def prepare(row: Any, config: JudgeConfig = JudgeConfig()) -> Prepared | dict:
             time_limit = math.nan
         if not (0 < time_limit <= config.max_time_limit_s):
             return _bad(row_id, SANDBOX_ERROR,
-                        f"bad time_limit {row.get('time_limit')!r} (0 < t <= {config.max_time_limit_s})",
+                        f"bad time_limit {row.time_limit!r} (0 < t <= {config.max_time_limit_s})",
                         len(indices))
     limits = config.limits
     cpu = time_limit or limits.time_limit_s
@@ -123,7 +124,7 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
     return result_row(prepared.row_id, verdict, passed, total, details, reward)
 
 
-def verify_submission(row: Any, pool, config: JudgeConfig = JudgeConfig()) -> dict:
+def verify_submission(row: Submission | dict, pool, config: JudgeConfig = JudgeConfig()) -> dict:
     """Judge one row on a SandboxPool. Never raises for the row's content or a sandbox fault."""
     from sandbox.pool import SandboxUnavailable
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from sandbox.submission import Submission
 from sandbox.testcases import count_tests
 from tasks.grading.code_extract import extract_code
 
@@ -54,7 +55,7 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
         if code is None:
             drops[i] = ("invalid_tests", "no reference solution (```python block) in the response")
             continue
-        jobs.append({"id": r["id"], "code": code, "tests": tests})
+        jobs.append(Submission(r["id"], code, tests).as_row())
         job_rows.append(i)
     base = verify_config or VerifyConfig()
     all_tests = max([count_tests(j["tests"]) for j in jobs] + [1])  # validate on ALL tests, not a sample

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from sandbox.submission import Submission
 from tasks.grading.code_extract import extract_code
 from tasks.grading.grade import Grade, Outcome
 
@@ -49,8 +50,8 @@ def job_rows(items) -> tuple[list[dict], list[int], dict[int, Grade]]:
             settled[i] = Grade(Outcome.WRONG, 0.0, "no_code")
             continue
         tests = row.get("tests")
-        jobs.append({"id": f"{row.get('id', 'row')}-{i}", "problem_id": problem_key(row), "code": code,
-                     "tests": json.loads(tests) if isinstance(tests, str) else tests})
+        tests = json.loads(tests) if isinstance(tests, str) else tests
+        jobs.append(Submission(f"{row.get('id', 'row')}-{i}", code, tests, problem_id=problem_key(row)).as_row())
         where.append(i)
     return jobs, where, settled
 

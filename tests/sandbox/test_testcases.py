@@ -191,3 +191,11 @@ def test_the_program_own_answers_and_host_predicates(code, values, holds):
             evaluate_check(check.expr, values)
     else:
         assert evaluate_check(check.expr, values) is holds
+
+
+def test_submission_round_trips_as_a_row_and_keys_the_sample_by_problem():
+    from sandbox import Submission
+
+    s = Submission("p1-3", "def f(): ...", {"fn_name": "f", "inputs": [[1]], "outputs": [1]}, problem_id="p1")
+    assert Submission.from_row(s.as_row()) == s and s.sample_key == "p1"
+    assert "problem_id" not in Submission("p1", "x", {}).as_row() and Submission("p1", "x", {}).sample_key == "p1"
