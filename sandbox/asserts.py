@@ -91,7 +91,7 @@ HOST_CHECKS = {
 # program value they run in the container as part of its observation (`list(gen())` must see the generator;
 # the result is still compared with an expected value the program never saw).
 CONVERSIONS = {**{k: v for k, v in HOST_TYPES.items() if k != "bool"},
-               "len": len, "sorted": sorted, "min": min, "max": max, "sum": sum}
+               "len": len, "sorted": sorted, "min": min, "max": max, "sum": sum, "range": range}
 HOST_FUNCTIONS = {**CONVERSIONS, **HOST_CHECKS}
 # Predicate methods of plain values, applied on the host to an observed value (`f(x).startswith("ab")`):
 # in the container, a str subclass would answer True to anything.
@@ -174,7 +174,9 @@ class _Lift(ast.NodeTransformer):
 
     def _can_descend(self, node: ast.AST) -> bool:
         """Host operators whose operands may be (partly) observed."""
-        if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Set)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return not any(isinstance(e, ast.Starred) for e in node.elts)  # [*f(x)] is observed whole
+        if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
             return True
         if isinstance(node, ast.BinOp):
             return isinstance(node.op, _HOST_BINOPS)
@@ -284,26 +286,49 @@ def _decision_observations(test: ast.expr) -> list[int]:
 
 
 def _foreign_names(tree: ast.Module) -> set[str]:
-    """Names the snippet binds to something that is not the program's: its imports, defs and classes, and
-    names assigned from them (`eq = operator.eq`). Python's builtins and standard modules are foreign too."""
+    """Names the snippet binds to something that is not the program's: its imports (but `from solution
+    import f`), defs, classes and lambdas anywhere in it, and names assigned from a foreign name, a call of
+    one or a lambda (`eq = operator.eq`, `eq = getattr(operator, "eq")`, `close = lambda a, b: ...`).
+    Python's builtins and standard modules are foreign too."""
     import builtins
     import sys
 
     foreign = set(dir(builtins)) | set(sys.stdlib_module_names)  # `cmath.isclose` even when the program
     #   did the import
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            foreign.update((a.asname or a.name).split(".")[0] for a in stmt.names)
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            foreign.add(stmt.name)
-    for stmt in tree.body:  # assignments from a foreign callable (not a call of it: Solution() is ours)
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Name, ast.Attribute)):
-            root = stmt.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in foreign:
-                foreign.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            foreign.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module != "solution":
+            foreign.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            foreign.add(node.name)
+    changed = True
+    while changed:  # assignments from foreign things, to a fixed point (`a = operator; eq = a.eq`)
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+                if not _from_foreign(node.value, foreign):
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                if not names <= foreign:
+                    foreign |= names
+                    changed = True
     return foreign
+
+
+def _from_foreign(value: ast.expr, foreign: set[str]) -> bool:
+    """A value that is (or is made by) something foreign: a lambda, a foreign name or attribute of one,
+    or a call of a foreign callable (`partial(...)`, `getattr(operator, "eq")`)."""
+    if isinstance(value, ast.Lambda):
+        return True
+    if isinstance(value, ast.Call):
+        return _from_foreign(value.func, foreign) and not (
+            isinstance(value.func, ast.Name) and value.func.id in CONVERSIONS)
+    root = value
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in foreign
 
 
 def _builtin_method_names() -> set[str]:
@@ -338,12 +363,124 @@ def _program_answer(expr: ast.expr, foreign: set[str]) -> str | None:
     return "is not a call of the program's code"
 
 
-def _check_decisions(test: ast.expr, observed: dict[int, ast.expr], foreign: set[str], source: str) -> None:
+def _check_decisions(test: ast.expr, observed: dict[int, ast.expr], foreign: set[str], source: str,
+                     setup: dict[str, ast.expr]) -> None:
     for k in _decision_observations(test):
         why = _program_answer(observed[k], foreign)
         if why is not None:
             raise UnjudgeableAssert(f"`{source}`: its truth is decided in the program's process "
                                     f"(`{_src(observed[k])}` {why})")
+    pinned = _pinned_observations(test)
+    for k, expr in observed.items():
+        why = _foreign_call(expr, foreign)
+        if why is None and k not in pinned and _method_of_a_result(expr, setup):
+            why = (f"`.{expr.func.attr}` is a method of a value the program returned; its result must be "
+                   "compared with a literal that is not True/False/None/0/1")
+        if why is not None:
+            raise UnjudgeableAssert(f"`{source}`: a test value would be judged in the program's process "
+                                    f"(`{_src(expr)}`: {why})")
+
+
+def _foreign_call(expr: ast.expr, foreign: set[str]) -> str | None:
+    """Why an observed expression lets something foreign see a test value (None when it does not).
+
+    Inside an observation, test values (literals) may go to the program's own functions and methods only:
+    a foreign callable (builtin, library, snippet helper, a method of a built-in type, a dunder) handed a
+    literal next to a program value decides in the program's process (`operator.eq(f(), 42) == 1`,
+    `close(f(1), 0.5)`). Conversions (list, sorted, len, ...) may take the program's values and keywords,
+    but no positional literal (`max(f(), 5) == 5` would hand them the answer)."""
+    for node in ast.walk(expr):
+        if not isinstance(node, ast.Call):
+            continue
+        kind = _call_kind(node, foreign)
+        if kind == "program":
+            continue
+        literals = [a for a in node.args if _has_literal(a, foreign)]
+        if kind == "conversion":
+            if literals:
+                return f"`{_src(node.func)}` is given a literal"
+            continue
+        if literals or any(_has_literal(k.value, foreign) for k in node.keywords) or kind == "dunder":
+            return f"`{_src(node.func)}` is not the program's code"
+    return None
+
+
+def _call_kind(node: ast.Call, foreign: set[str]) -> str:
+    func = node.func
+    if isinstance(func, ast.Name):
+        if func.id in CONVERSIONS:
+            return "conversion"
+        return "foreign" if func.id in foreign else "program"
+    if isinstance(func, ast.Attribute):
+        if func.attr.startswith("__"):
+            return "dunder"
+        root = func.value
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in foreign and not isinstance(func.value, ast.Call):
+            return "foreign"
+        return "program"
+    return "foreign"
+
+
+def _has_literal(node: ast.expr, foreign: set[str]) -> bool:
+    """A literal (or foreign name) reachable without passing through a call of the program's code."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Call) and _call_kind(node, foreign) == "program":
+        return False
+    return any(_has_literal(c, foreign) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+
+
+def _method_of_a_result(expr: ast.expr, setup: dict[str, ast.expr]) -> bool:
+    """`f(x).method(...)` (or `r = f(x)` ... `r.method(...)`): a method called on a value a function
+    returned, whose answer may be a str/list subclass's, not on an object of a class the program defines
+    (`Solution().isValid(...)`, `s = Solution()`: capitalised, by Python's naming convention)."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
+        return False
+    receiver = expr.func.value
+    if isinstance(receiver, ast.Name) and receiver.id in setup:
+        receiver = setup[receiver.id]
+    if not isinstance(receiver, ast.Call):
+        return False
+    name = receiver.func.id if isinstance(receiver.func, ast.Name) else (
+        receiver.func.attr if isinstance(receiver.func, ast.Attribute) else "")
+    return not name[:1].isupper()
+
+
+_BOOL_LIKE = (True, False, None, 0, 1)
+
+
+def _pinned_observations(test: ast.expr) -> set[int]:
+    """Observations compared with == or != directly against a literal that is not bool-like: the
+    program cannot pass them without knowing that literal."""
+    pinned: set[int] = set()
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, (a, b) in zip(node.ops, zip(sides, sides[1:])):
+            if not isinstance(op, (ast.Eq, ast.NotEq)):
+                continue
+            for mine, other in ((a, b), (b, a)):
+                k = _observation_id(mine)
+                if k is None or _needs_program(other):
+                    continue
+                try:
+                    value = _eval(other, {})
+                except Exception:
+                    continue
+                if not _bool_like(value):
+                    pinned.add(k)
+    return pinned
+
+
+def _bool_like(value: Any) -> bool:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(_bool_like(v) for v in value)
+    if isinstance(value, dict):
+        return all(_bool_like(k) and _bool_like(v) for k, v in value.items())
+    return any(value is b or (type(value) in (int, float) and value == b) for b in _BOOL_LIKE)
 
 
 # ------------------------------------------------------------------------------------------- rewrite
@@ -398,6 +535,8 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
     tree = _inline_check_functions(tree)
     lines = code.splitlines()
     foreign = _foreign_names(tree)
+    setup = {t.id: st.value for st in tree.body if isinstance(st, ast.Assign)
+             for t in st.targets if isinstance(t, ast.Name)}
     body: list[ast.stmt] = []
     checks: list[AssertCheck] = []
     next_obs = 0
@@ -422,7 +561,7 @@ def rewrite_snippet(code: str, snippet: int = 0) -> tuple[str, list[AssertCheck]
                 raise UnjudgeableAssert(f"line {stmt.lineno}: `{source}` is false without the program")
             continue  # a constant assert tests nothing
         _check_independent(test, source)
-        _check_decisions(test, dict(lift.observed), foreign, source)
+        _check_decisions(test, dict(lift.observed), foreign, source, setup)
         next_obs = lift.next
         for k, expr in lift.observed:
             body.append(ast.Expr(ast.Call(ast.Name(OBSERVE, ast.Load()), [
@@ -481,7 +620,7 @@ def _plain(value: Any) -> Any:
 
 
 def _sized(value: Any) -> Any:
-    if isinstance(value, (str, bytes, list, tuple, set, frozenset, dict)) and len(value) > _SIZE_LIMIT:
+    if isinstance(value, (str, bytes, list, tuple, set, frozenset, dict, range)) and len(value) > _SIZE_LIMIT:
         raise CheckFailed("value too large")
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1 << 16:
         raise CheckFailed("number too large")
@@ -507,6 +646,8 @@ def _power(a: Any, b: Any) -> Any:
 def _arith(op: ast.operator, a: Any, b: Any) -> Any:
     """+ - * / // % on numbers; + on two str/list/tuple values; * of a str/list/tuple by an int (sized)."""
     seq = (str, list, tuple)
+    if isinstance(op, ast.Sub) and isinstance(a, (set, frozenset)) and isinstance(b, (set, frozenset)):
+        return a - b
     if isinstance(op, ast.Add) and type(a) is type(b) and isinstance(a, seq):
         if len(a) + len(b) > _SIZE_LIMIT:
             raise CheckFailed("value too large")
@@ -520,9 +661,21 @@ def _arith(op: ast.operator, a: Any, b: Any) -> Any:
 
 
 def _number(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float, complex)):
+    """A number the host may compute with: int, float, complex, Fraction or Decimal of bounded size (a
+    Decimal('1e999999') or a Fraction of million-digit parts would hold the judge for a minute)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, complex, Fraction, Decimal)):
         raise CheckFailed(f"arithmetic on {type(value).__name__}")
+    if isinstance(value, Decimal) and value.is_finite() and abs(value.adjusted()) > 4300:
+        raise CheckFailed("decimal too large")
+    if isinstance(value, Fraction) and max(value.numerator.bit_length(), value.denominator.bit_length()) > 1 << 16:
+        raise CheckFailed("fraction too large")
     return value
+
+
+_NUMERIC_CHECKS = {"abs", "round", "math.fabs", "math.floor", "math.ceil", "math.sqrt", "math.trunc"}
 
 
 def _eval(node: ast.AST, values: dict[int, Any]) -> Any:
@@ -585,8 +738,11 @@ def _eval(node: ast.AST, values: dict[int, Any]) -> Any:
             if type(receiver) not in HOST_PREDICATE_METHODS[method]:
                 raise CheckFailed(f".{method}() on {type(receiver).__name__}")
             return getattr(type(receiver), method)(receiver, *args, **kwargs)
-        fn = HOST_FUNCTIONS.get(_dotted(node.func) or "")
+        name = _dotted(node.func) or ""
+        fn = HOST_FUNCTIONS.get(name)
         if fn is None:
             raise CheckFailed(f"unknown function {_src(node.func)}")
+        if name in _NUMERIC_CHECKS and args:
+            _number(args[0])
         return _sized(fn(*args, **kwargs))
     raise CheckFailed(f"unsupported expression {type(node).__name__}")

@@ -95,10 +95,9 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
         return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})
     results = response.get("results", [])
     for raw in results:  # the runner stops at a compile error, so fewer results than runs come back
-        report = raw.get("report")
-        if isinstance(report, dict) and isinstance(report.get("compile_error"), str) and "obs" not in report:
+        if isinstance(raw.get("compile_error"), str):
             return result_row(prepared.row_id, COMPILE_ERROR, 0, total,
-                              {**details, "reason": report["compile_error"][-1500:]})
+                              {**details, "reason": raw["compile_error"][-1500:]})
     if len(results) != len(prepared.job["tests"]):
         return result_row(prepared.row_id, SANDBOX_ERROR, 0, total,
                           {**details, "reason": f"runner returned {len(results)} results for "

@@ -440,18 +440,13 @@ def _child_setup(limits, work, pin_fds):
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _python_child(job, test, work):
+def _python_child(job, test, work, code):
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8")
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding="utf-8")
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.open(2, "wb", closefd=False), encoding="utf-8",
                                                    errors="backslashreplace", line_buffering=True)
     sys.argv = ["solution.py"]
     sys.path[:0] = [work]
-    try:
-        code = compile(job["code"], "solution.py", "exec")
-    except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
-        _report({"compile_error": f"{type(exc).__name__}: {exc}"[:2000]})
-        _finish(1)
     mode = job["mode"]
     # stdin/stdout programs run as the main script; call-based and assert code is imported as a module
     # (LiveCodeBench's rule), so an `if __name__ == "__main__":` block does not run.
@@ -518,10 +513,17 @@ def _spawn(job, test, limits, argv=None):
         try:
             _child_setup(limits, WORK_DIR, [stdin_fd] + [w for _, w in pipes] + [ready_w])
             os.set_inheritable(READY_FD, False)  # a compiled program never gets it
-            os.write(READY_FD, b"R")
         except BaseException as exc:
             _report({"setup_error": repr(exc)[:500]})
             os._exit(SETUP_FAILED)
+        code = None
+        if argv is None:  # Python: compiled here, on the test's clock, before any of the program runs, so
+            try:          #   a compile error is told on the ready pipe, which the program never holds
+                code = compile(job["code"], "solution.py", "exec")
+            except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+                os.write(READY_FD, b"C" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:2000])
+                os._exit(1)
+        os.write(READY_FD, b"R")
         if argv is not None:
             try:
                 os.execv(argv[0], argv)
@@ -530,7 +532,7 @@ def _spawn(job, test, limits, argv=None):
                 _report({"setup_error": f"exec {argv[0]}: {exc!r}"[:500]})
                 os._exit(SETUP_FAILED)
         os.close(READY_FD)  # from here on the program runs: it cannot claim a setup failure
-        _python_child(job, test, WORK_DIR)
+        _python_child(job, test, WORK_DIR, code)
         os._exit(SETUP_FAILED)  # not reached: _python_child always exits
     # ------------------------------------------------------------------------------------ parent
     os.close(stdin_fd)
@@ -598,7 +600,7 @@ def _spawn(job, test, limits, argv=None):
     os.close(pidfd)
     os.set_blocking(ready_r, False)
     try:
-        ready = os.read(ready_r, 16)
+        ready = os.read(ready_r, 4096)
     except BlockingIOError:
         ready = b""
     os.close(ready_r)
@@ -619,7 +621,9 @@ def _spawn(job, test, limits, argv=None):
     }
     if not clean:
         result["unclean"] = True
-    if ready != b"R" and not timed_out:
+    if ready.startswith(b"C"):
+        result["compile_error"] = ready[1:].decode("utf-8", "replace")  # told before the program ran
+    elif ready != b"R" and not timed_out:
         result["setup_failed"] = True  # decided here, from a pipe the program never held
     reports, garbled, last = [], 0, None
     for line in b"".join(bufs["report"]).splitlines():
@@ -729,7 +733,7 @@ def run_job(job):
         raw = _spawn(job, test, limits, argv)
         results.append(raw)
         clean = _cleanup() and not raw.get("unclean") and clean
-        if (raw["report"] or {}).get("compile_error"):
+        if raw.get("compile_error"):  # from the ready pipe: nothing the program wrote stops the job
             break
         if _timed_out(raw, limits):
             timeouts += 1

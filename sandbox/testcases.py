@@ -77,7 +77,7 @@ def _text(value: Any, what: str) -> str:
 def _lcb_args(text: str, i: int) -> list:
     try:
         return [json.loads(line) for line in text.split("\n") if line.strip()]
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidTests(f"input {i} is not JSON values one per line: {exc}") from None
 
 
@@ -87,8 +87,8 @@ def parse_tests(tests: Any) -> TestSuite:
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
-        except ValueError as exc:
-            raise InvalidTests(f"tests is not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
+            raise InvalidTests(f"tests is not valid JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(tests, list) and tests and all(isinstance(t, dict) and "input" in t for t in tests):
         tests = {"inputs": [t["input"] for t in tests], "outputs": [t.get("output") for t in tests]}
     if not isinstance(tests, dict):
@@ -117,7 +117,7 @@ def parse_tests(tests: Any) -> TestSuite:
         for i, y in enumerate(outputs):
             try:
                 expected.append(json.loads(y) if isinstance(y, str) else y)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise InvalidTests(f"output {i} is not JSON") from None
         return TestSuite(CALL, args, tuple(expected), fn_name)
     for i, x in enumerate(inputs):

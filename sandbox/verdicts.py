@@ -78,8 +78,8 @@ def _report(raw: dict) -> dict:
 
 def _limit_verdict(raw: dict, report: dict, cpu_limit: float) -> tuple[str, str] | None:
     """A limit the whole run broke (compile, output, memory kill, time), or None."""
-    if isinstance(report.get("compile_error"), str):
-        return COMPILE_ERROR, _tail(report["compile_error"])
+    if isinstance(raw.get("compile_error"), str):  # set by the runner, never by the program
+        return COMPILE_ERROR, _tail(raw["compile_error"])
     if raw.get("output_exceeded"):
         return OUTPUT_LIMIT, "output over the cap"
     if raw.get("oom") or report.get("exc") == "MemoryError":  # the cause, even if a deadline followed

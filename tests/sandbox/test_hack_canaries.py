@@ -510,3 +510,32 @@ os.write(3, (json.dumps({"value": value}) + "\\n").encode())
 os._exit(0)
 """
     refused(run(pool, code, {"fn_name": "f", "inputs": [[1]], "outputs": [[1]]}))
+
+
+# -------------------------------------------------------------------------- 8. red team, round two
+def test_a_compile_error_report_written_by_the_program_is_no_escape(pool):
+    before = pool.stats["faults"]
+    code = "import os\nprint(1)\nos.write(3, b'{\"compile_error\": 1}\\n')\n"
+    out = run(pool, code, {"inputs": ["", ""], "outputs": ["2\n", "2\n"]})
+    assert out["verdict"] == "wrong_answer" and out["reward"] == 0.0, out
+    no_faults(pool, before)
+
+
+def test_a_huge_decimal_is_refused_quickly_by_the_host(pool):
+    code = "from decimal import Decimal\ndef f():\n    return Decimal('1e999999')\n"
+    out = refused(run(pool, code, {"assert_code": "assert round(f()) == 3"}))
+    assert out["verdict"] == "wrong_answer", out
+
+
+def test_a_method_of_a_returned_value_cannot_judge_the_expected_value(pool):
+    code = "class L(list):\n    def equals(self, other): return True\ndef f(x):\n    return L()\n"
+    out = run(pool, code, {"assert_code": "assert f(1).equals([1, 2])"})
+    assert out["verdict"] == SANDBOX_ERROR and "invalid_tests" in out["details"]["reason"], out  # the tests
+
+
+def test_honest_starred_fraction_and_range_shapes_are_accepted(pool):
+    code = ("from fractions import Fraction\nimport random\ndef f(x):\n    return [1, 2]\n"
+            "def half():\n    return Fraction(1, 2)\ndef roll():\n    return random.randint(1, 6)\n")
+    tests = {"assert_code": "assert [*f(1)] == [1, 2]\nassert abs(half() - 0.5) < 1e-9\nassert roll() in range(1, 7)"}
+    out = run(pool, code, tests)
+    assert out["verdict"] == "accepted" and out["passed"] == 3, out

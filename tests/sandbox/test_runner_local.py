@@ -174,7 +174,13 @@ def test_assert_style_solution_cannot_exit_early_as_a_pass(runner):
 
 def test_compile_error_stops_the_job(runner):
     r = runner(mode="stdio", code="def f(:", tests=[{"stdin": ""}] * 3)
-    assert len(r["results"]) == 1 and "SyntaxError" in r["results"][0]["report"]["compile_error"]
+    assert len(r["results"]) == 1 and "SyntaxError" in r["results"][0]["compile_error"]
+
+
+def test_a_compile_error_report_written_by_the_program_stops_nothing(runner):
+    code = "import os\nprint(1)\nos.write(3, b'{\"compile_error\": \"x\"}\\n')\n"
+    r = runner(mode="stdio", code=code, tests=[{"stdin": ""}] * 2)
+    assert len(r["results"]) == 2 and not any("compile_error" in t for t in r["results"])
 
 
 def test_exit_codes_threads_and_atexit_like_a_real_interpreter(runner):

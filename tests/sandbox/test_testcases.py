@@ -199,3 +199,29 @@ def test_submission_round_trips_as_a_row_and_keys_the_sample_by_problem():
     s = Submission("p1-3", "def f(): ...", {"fn_name": "f", "inputs": [[1]], "outputs": [1]}, problem_id="p1")
     assert Submission.from_row(s.as_row()) == s and s.sample_key == "p1"
     assert "problem_id" not in Submission("p1", "x", {}).as_row() and Submission("p1", "x", {}).sample_key == "p1"
+
+
+@pytest.mark.parametrize("code", [
+    "import operator\nassert operator.eq(f(), 42) in [True]",
+    "import operator\nassert operator.eq(f(), 42) == 1",
+    "import operator\nassert (operator.eq(f(), 42),) == (True,)",
+    "close = lambda a, b: abs(a - b) < 1e-9\nassert close(f(1), 0.5)",
+    "import operator\neq = getattr(operator, 'eq')\nassert eq(f(), 1) == 1",
+    "assert f(1).equals([1, 2])",
+    "r = f(1)\nassert r.equals([1, 2])",
+    "assert f(1).equals([1, 2]) == 1",
+    "assert max(f(), 5) == 5",
+])
+def test_test_values_never_reach_foreign_code_in_the_program_process(code):
+    with pytest.raises(InvalidTests):
+        parse_tests({"assert_code": code})
+
+
+@pytest.mark.parametrize("code", [
+    "assert [*f(1)] == [1, 2]", "assert roll() in range(1, 7)", "from solution import f\nassert f(1)",
+    "assert f(2).count('a') == 2", "assert cache.get(1) == 1", "s = Solution()\nassert s.isValid('()') == True",
+    "assert Solution().twoSum([2, 7], 9) == [0, 1]", "assert sorted(f(), reverse=True) == [3, 1]",
+    "assert set(f(1)) - {1} == set()", "import math\nassert math.isclose(f(1), 0.5)",
+])
+def test_common_honest_shapes_stay_judgeable(code):
+    assert len(parse_tests({"assert_code": code})) == 1

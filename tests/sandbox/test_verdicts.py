@@ -47,7 +47,8 @@ def observed(*lines, **kw):
     (raw(exit=None, signal=signal.SIGKILL, oom=True), STDIO, "memory_limit"),
     (raw(exit=None, signal=signal.SIGKILL), STDIO, "runtime_error"),  # killed itself, not OOM
     (raw(exit=None, signal=signal.SIGKILL, output_exceeded=True, stdout="x" * 100), STDIO, "output_limit"),
-    (raw(exit=1, report={"compile_error": "SyntaxError: invalid syntax"}), STDIO, "compile_error"),
+    (raw(exit=1, compile_error="SyntaxError: invalid syntax"), STDIO, "compile_error"),  # the runner's
+    (raw(exit=1, report={"compile_error": "SyntaxError: forged"}), STDIO, "runtime_error"),  # the program's
     (raw(report={"value": [1, 2]}), CALL, "accepted"),
     (raw(report={"value": [2, 1]}), CALL, "wrong_answer"),
     (raw(report={"value": {"__repr__": "<x>", "__type__": "X"}}), CALL, "wrong_answer"),
@@ -74,7 +75,8 @@ def observed(*lines, **kw):
     (observed({"obs": "0", "value": 1}), ASSERT, "runtime_error"),  # an id must be an int
     (observed({"obs": 0}), ASSERT, "runtime_error"),  # neither a value nor an exception
     (observed({"garbled": True}), ASSERT, "runtime_error"),
-    (observed({"compile_error": "SyntaxError: x"}, exit=1), ASSERT, "compile_error"),
+    (raw(exit=1, compile_error="SyntaxError: x"), ASSERT, "compile_error"),
+    (observed({"compile_error": "SyntaxError: forged"}, exit=1), ASSERT, "runtime_error"),
     ({"skipped": True}, STDIO, SKIPPED),
     ({"skipped": True}, ASSERT, SKIPPED),
 ])
@@ -238,7 +240,7 @@ def test_judge_assert_style_scores_each_check_from_its_run():
 
 def test_judge_python_compile_error_stops_the_runner_early():
     p = prepare({"id": "r", "code": "x", "tests": {"inputs": ["1", "2"], "outputs": ["1", "2"]}})
-    ce = judge(p, {"results": [raw(exit=1, report={"compile_error": "SyntaxError"})]})
+    ce = judge(p, {"results": [raw(exit=1, compile_error="SyntaxError")]})
     assert (ce["verdict"], ce["passed"], ce["total"], ce["reward"]) == ("compile_error", 0, 2, 0.0)
 
 
