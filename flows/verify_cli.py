@@ -4,8 +4,8 @@
     klear sandbox build [--force] [--cpp]
     klear sandbox reap [--all]
 
-User errors (missing input, bad extension, bad flag value, no Docker engine, unreachable scheduler)
-are one line on stderr with exit status 2, never a traceback.
+User errors (missing input, bad extension, --out naming the input, bad flag value, no Docker engine,
+unreachable scheduler) are one line on stderr with exit status 2, never a traceback.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def verify(
     from sandbox.config import JudgeConfig
     from storage import paths
     from tasks.verification import VerifyConfig, VerifyError, VerifyIOError, read_rows, verify_rows, write_rows
-    from tasks.verification.io import output_kind
+    from tasks.verification.io import output_kind, same_file
 
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
@@ -68,6 +68,8 @@ def verify(
         raise UserError(f"--out {exc}") from None
     if not input.startswith("hf:") and not paths.exists(input):
         raise UserError(f"{input}: no such file")
+    if same_file(input, out):
+        raise UserError(f"--out {out}: is the input file; write the results to another path")
     try:
         rows = read_rows(input)
     except VerifyIOError as exc:

@@ -52,7 +52,7 @@ def apps(row: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(sols, str):
         try:
             sols = json.loads(sols)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number too long, nesting too deep
             sols = None
     if isinstance(sols, list) and sols and isinstance(sols[0], str):
         out["response"] = f"```python\n{sols[0].rstrip()}\n```"

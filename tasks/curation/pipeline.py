@@ -26,7 +26,7 @@ from tasks.curation.layouts import apply_layout
 from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
 from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
 from tasks.curation.source_quality import score_sources, top_sources
-from tasks.curation.sources import RawRow, SourceError, read_source
+from tasks.curation.sources import RawRow, SourceError, check_value, read_source
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +69,16 @@ def load_benchmarks(benchmarks: dict[str, str]) -> dict[str, list[str]]:
     a benchmark with no usable problem is an error (decontaminating against nothing would be silent)."""
     out = {}
     for name, path in benchmarks.items():
-        probs, bad = [], 0
+        probs, bad = [], []
         for raw in read_source(path):
             v = apply_layout(raw.value, "canonical") if raw.error is None else None
             if isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip():
                 probs.append(v["problem"])
             else:
-                bad += 1
+                bad.append(f"row {raw.row}: {raw.error or 'no problem'}")
         if bad:
-            log.warning("benchmark %s (%s): skipped %d rows without a problem", name, path, bad)
+            log.warning("benchmark %s (%s): skipped %d rows without a usable problem (%s%s)", name, path,
+                        len(bad), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
         if not probs:
             raise SourceError(f"{path}: benchmark {name!r} has no rows with a 'problem'")
         out[name] = probs
@@ -100,8 +101,15 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                 continue
             try:
                 p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
+                why = check_value([p.response, p.answer, p.tests])  # text a layout decoded from a field
+                if why:
+                    raise Malformed(why)
             except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
                 dropped.append(_drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw)))
+                continue
+            except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
+                dropped.append(_drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
+                                     _raw_text(raw)))
                 continue
             kept.append(_Kept(p, raw.row))
         valid[spec.name], rows_in[spec.name] = kept, n

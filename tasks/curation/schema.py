@@ -15,6 +15,7 @@ one-line reason and the `dropped` reason in `.reason`; callers record it, never 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -83,10 +84,18 @@ def parse_tests(value: Any) -> dict | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
+        tests_text = value
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise Malformed(f"tests is not valid JSON ({e.msg} at char {e.pos})") from None
+        except (ValueError, RecursionError) as e:  # a number too long to convert, nesting too deep
+            raise Malformed(f"tests is not valid JSON ({type(e).__name__})") from None
+        from tasks.curation.sources import check_json
+
+        why = check_json(tests_text, value)  # a lone surrogate escape, nesting deeper than readers allow
+        if why:
+            raise Malformed(f"tests: {why}")
     if not isinstance(value, Mapping):
         raise Malformed(f"tests must be an object, got {type(value).__name__}")
     tests = dict(value)
@@ -104,6 +113,8 @@ def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False)
     if v is None:
         return None
     if numbers_ok and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, float) and not math.isfinite(v):  # NaN / Infinity tokens (or 1e400) are no answer
+            raise Malformed(f"{field} must be a finite number, got {v}")
         return str(v)
     if not isinstance(v, str):
         raise Malformed(f"{field} must be a string, got {type(v).__name__}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 
@@ -49,9 +49,11 @@ def read_store_problems(store_dir: str, version: str | None = None) -> tuple[lis
     return store.read_table(version, "problems").to_pylist(), version
 
 
-def read_problems(data: str) -> tuple[list[dict], str]:
+def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tuple[list[dict], str]:
     """Canonical rows and their dataset id from a .jsonl/.parquet file ("file:<hash>"), a store directory
-    (its current version) or `STORE#VERSION`. A malformed file row is an error naming file and row."""
+    (its current version) or `STORE#VERSION`. A malformed file row (not JSON or UTF-8, a lone surrogate,
+    nested too deep, a non-finite answer, ...: tasks.curation.sources and schema) is a ValueError
+    "FILE row N: why"; with `on_bad`, that one line goes to on_bad and the row is skipped instead."""
     from storage.keys import hash_file
     from storage.refs import data_ref
     from tasks.curation.schema import Malformed, to_problem
@@ -62,17 +64,25 @@ def read_problems(data: str) -> tuple[list[dict], str]:
         return read_store_problems(ref.store, ref.version)
     rows = []
     for raw in read_source(data):
-        if raw.error:
-            raise ValueError(f"{data} row {raw.row}: {raw.error}")
-        try:
-            rows.append(to_problem(raw.value, "file").as_row())
-        except Malformed as e:
-            raise ValueError(f"{data} row {raw.row}: {e}") from None
+        if raw.error == "blank line":  # not a row (as in `klear verify`)
+            continue
+        why = raw.error
+        if why is None:
+            try:
+                rows.append(to_problem(raw.value, "file").as_row())
+            except Malformed as e:
+                why = str(e)
+            except (RecursionError, UnicodeError) as e:  # a value no reader check foresaw
+                why = f"unusable row ({type(e).__name__})"
+        if why is not None:
+            if on_bad is None:
+                raise ValueError(f"{data} row {raw.row}: {why}")
+            on_bad(f"{data} row {raw.row}: {why}")
     return rows, "file:" + hash_file(data)[:16]
 
 
-def load_sft_rows(data: str) -> SFTRows:
-    rows, dataset = read_problems(data)
+def load_sft_rows(data: str, on_bad: Callable[[str], None] | None = None) -> SFTRows:
+    rows, dataset = read_problems(data, on_bad)
     with_resp = [r for r in rows if r.get("response")]
     return SFTRows(with_resp, dataset, len(rows) - len(with_resp))
 

@@ -13,7 +13,7 @@ import os
 from typing import Any, Iterable
 
 from storage import paths
-from tasks.curation.sources import SourceError, read_source, source_kind
+from tasks.curation.sources import SourceError, check_embedded_json, read_source, source_kind
 
 OUTPUT_KINDS = ("jsonl", "parquet")
 
@@ -32,8 +32,23 @@ def output_kind(path: str) -> str:
     return kind
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (local: after resolving links; else as written)."""
+    if paths.is_local(a) and paths.is_local(b):
+        a, b = a.removeprefix("file://"), b.removeprefix("file://")
+        try:
+            if os.path.exists(a) and os.path.exists(b):
+                return os.path.samefile(a, b)
+        except OSError:
+            pass
+        return os.path.realpath(a) == os.path.realpath(b)
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def read_rows(path: str) -> list[dict]:
-    """Every row of the input, in order; an unreadable line is {"id": None, "_error": "line N: ..."}."""
+    """Every row of the input, in order; an unreadable row (not UTF-8 or JSON, a lone surrogate, nested
+    too deep, also inside a `tests` JSON string; see tasks.curation.sources) is
+    {"id": None, "_error": "PATH line N: why"}."""
     try:
         rows = []
         for raw in read_source(path):
@@ -45,7 +60,10 @@ def read_rows(path: str) -> list[dict]:
                 rows.append({"id": None, "_error": f"{path} line {raw.row}: expected an object, "
                                                    f"got {type(raw.value).__name__}"})
             else:
-                rows.append(raw.value)
+                why = (check_embedded_json(raw.value["tests"]) if isinstance(raw.value.get("tests"), str)
+                       else None)
+                rows.append({"id": None, "_error": f"{path} line {raw.row}: tests: {why}"} if why
+                            else raw.value)
         return rows
     except SourceError as exc:
         raise VerifyIOError(str(exc)) from None
@@ -103,12 +121,17 @@ def _jsonl_line(row: dict) -> bytes:
         return (json.dumps(fields, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
 def _id_type(ids: list[Any]):
     import pyarrow as pa
 
     present = [i for i in ids if i is not None]
-    if present and all(isinstance(i, int) and not isinstance(i, bool) for i in present):
+    if present and all(isinstance(i, int) and not isinstance(i, bool) and _INT64[0] <= i <= _INT64[1]
+                       for i in present):
         return pa.int64(), ids
+    # mixed ids, or an int beyond 64 bits (a JSONL id, a Parquet uint64): every id as its JSON text
     return pa.string(), [None if i is None else (_text(i) if isinstance(i, str) else _dumps(i))
                          for i in ids]
 

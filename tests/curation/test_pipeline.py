@@ -74,3 +74,29 @@ def test_unjudgeable_assert_tests_are_dropped_as_invalid_tests_at_ingest(tmp_pat
     assert result.problems.num_rows == 1 and _fates(result) == {("c", 2): "invalid_tests"}
     assert result.counts["invalid_tests"] == 1 and result.by_source["c"]["invalid_tests"] == 1
     assert "both come from the program" in result.dropped.column("detail")[0].as_py()
+
+
+@pytest.mark.parametrize("line, why", [
+    (rb'{"problem": "bad \ud800 one", "answer": "3"}', "lone surrogate \\ud800"),
+    (b"[" * 100_000, "nested deeper than"),
+    (b'{"problem": "What is 0/0?", "answer": NaN}', "answer must be a finite number, got nan"),
+    (b'{"problem": "What is 1/0?", "answer": Infinity}', "answer must be a finite number, got inf"),
+    (b'{"problem": "What is 9^9999?", "answer": 1e400}', "answer must be a finite number, got inf"),
+    (b'{"problem": "Write f.", "tests": "{\\"inputs\\": [\\"\\\\udc00\\"], \\"outputs\\": [\\"1\\"]}"}',
+     "lone surrogate \\udc00"),
+    (b'{"problem": "What is 2\xff?"}', "not UTF-8"),
+])
+def test_one_bad_row_is_dropped_malformed_and_the_rest_kept(tmp_path, line, why):
+    """One hostile row between two good ones: it lands in `dropped` as malformed with its row number and a
+    one-line reason, in the source and as a benchmark, and never stops the run."""
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(b'{"problem": "What is 1+1?",\r "answer": "2"}\n' + line + b'\n{"problem": "What is 2+3?"}\n')
+    bench = tmp_path / "bench.jsonl"
+    bench.write_bytes(line + b'\n{"problem": "an unrelated benchmark question about the geometry of cubes"}\n')
+    result = curate(CurateConfig(sources=[{"name": "s", "path": str(src)}], benchmarks={"b": str(bench)}))
+    assert result.rows_in == 3 == result.problems.num_rows + result.dropped.num_rows
+    assert result.problems.column("problem").to_pylist() == ["What is 1+1?", "What is 2+3?"]
+    (drop,) = result.dropped.to_pylist()
+    assert (drop["row"], drop["reason"]) == (2, "malformed") and why in drop["detail"]
+    assert "\n" not in drop["detail"] and drop["problem"].encode("utf-8")
+    assert result.counts["malformed"] == 1 and result.by_source["s"]["kept"] == 2

@@ -29,6 +29,12 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "tests": [1]}, "tests must be an object"),
     ({"problem": "p", "tests": {"assert_code": ["ok", ""]}}, "assert_code 1 is empty"),
     ({"problem": "p", "response": ["a"]}, "response must be a string"),
+    ({"problem": "p", "answer": float("nan")}, "answer must be a finite number, got nan"),
+    ({"problem": "p", "answer": float("-inf")}, "answer must be a finite number, got -inf"),
+    ({"problem": "p", "tests": "[" * 100_000}, "tests is not valid JSON"),
+    ({"problem": "p", "tests": '{"inputs": [' + "[" * 200 + "]" * 200 + '], "outputs": ["1"]}'}, "nested deeper"),
+    ({"problem": "p", "tests": '{"inputs": ["\\udc00"], "outputs": ["1"]}'}, "lone surrogate"),
+    ({"problem": "p", "tests": '{"inputs": [' + "9" * 5000 + '], "outputs": ["1"]}'}, "tests is not valid JSON"),
 ])
 def test_malformed_rows_give_a_reason(row, why):
     with pytest.raises(Malformed, match=why):
@@ -69,6 +75,7 @@ def test_tests_three_forms_and_canonical_json():
 
 def test_numeric_answer_kept_as_text():
     assert to_problem({"problem": "p", "answer": 42}, "s").answer == "42"
+    assert to_problem({"problem": "p", "answer": 10 ** 30}, "s").answer == "1" + "0" * 30
 
 
 def test_layouts_map_common_field_names():
@@ -78,5 +85,7 @@ def test_layouts_map_common_field_names():
                          "input_output": json.dumps({"inputs": [""], "outputs": ["1\n"]})}, "apps")
     p = to_problem(apps, "apps")
     assert p.domain == "code" and "```python\nprint(1)\n```" in p.response
+    deep = apply_layout({"question": "Q", "solutions": "[" * 100_000}, "apps")  # unusable: no response
+    assert to_problem(deep, "apps").response is None
     mapped = apply_layout({"q": "Q", "a": 5}, "canonical", {"q": "problem", "a": "answer"})
     assert to_problem(mapped, "s").answer == "5"

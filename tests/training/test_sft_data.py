@@ -35,3 +35,28 @@ def test_a_file_with_hash_in_its_name_is_read_as_a_file(tmp_path):
     f.write_text(json.dumps({"problem": "1+1?", "response": "2", "answer": "2"}) + "\n")
     rows, dataset = read_problems(str(f))
     assert dataset.startswith("file:") and rows[0]["problem"] == "1+1?"
+
+
+@pytest.mark.parametrize("line, why", [
+    (rb'{"problem": "x \ud800", "response": "r"}', "lone surrogate"),
+    (b"[" * 100_000, "nested deeper than"),
+    (b'{"problem": "0/0?", "response": "r", "answer": NaN}', "answer must be a finite number"),
+    (b'{"problem": "1+1?", "response": "r"', "not JSON"),
+])
+def test_a_bad_file_row_is_named_by_file_and_row(tmp_path, line, why):
+    f = tmp_path / "sft.jsonl"
+    good = json.dumps({"problem": "1+1?", "response": "2"}).encode()
+    f.write_bytes(good + b"\n" + line + b"\n" + good.replace(b"1+1", b"2+2") + b"\n")
+    with pytest.raises(ValueError) as exc:
+        read_problems(str(f))
+    assert str(exc.value).startswith(f"{f} row 2: ") and why in str(exc.value) and "\n" not in str(exc.value)
+    bad = []  # with on_bad: reported and skipped, the rest read
+    rows, _ = read_problems(str(f), on_bad=bad.append)
+    assert [r["problem"] for r in rows] == ["1+1?", "2+2?"] and len(bad) == 1 and bad[0] == str(exc.value)
+
+
+def test_bare_cr_inside_a_line_keeps_it_one_row(tmp_path):
+    f = tmp_path / "sft.jsonl"
+    f.write_bytes(b'{"problem": "1+1?",\r "response": "2"}\n')
+    rows, _ = read_problems(str(f))
+    assert [(r["problem"], r["response"]) for r in rows] == [("1+1?", "2")]

@@ -29,12 +29,14 @@ def rows_file(tmp_path):
     (["verify", "{rows}", "--out", "o.csv"], "--out o.csv: output must end in .jsonl or .parquet"),
     (["verify", "{rows}", "--out", "o.jsonl", "--workers", "0"], "--workers 0: must be at least 1"),
     (["verify", "{rows}"], "--out"),
+    (["verify", "{rows}", "--out", "{rows}"], "--out {rows}: is the input file"),
 ])
 def test_bad_invocations_are_one_line_exit_2(rows_file, args, needle):
     r = klear(*[a.replace("{rows}", str(rows_file)) for a in args])
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+    assert len(lines) == 1 and needle.replace("{rows}", str(rows_file)) in lines[0] and "Traceback" not in r.stderr
+    assert rows_file.read_text().endswith("{oops\n")  # the input is untouched
 
 
 @pytest.mark.docker

@@ -80,3 +80,53 @@ def test_a_lone_surrogate_never_loses_the_batch(tmp_path):
     assert json.loads(got[2]["details"])["[1, 2]"] == "tuple key"
     assert json.loads(got[0]["details"]) == RESULTS[0]["details"]
     assert list(tmp_path.glob("*.tmp-*")) == []
+
+
+OK = b'{"id": "ok", "code": "x", "tests": {"assert_code": "assert f(1) == 1"}}'
+
+
+@pytest.mark.parametrize("line, why", [
+    (rb'{"id": "s", "code": "print(\"\ud800\")"}', "lone surrogate \\ud800"),
+    (b"[" * 100_000, "nested deeper than"),
+    (b'{"id": "t", "code": "x", "tests": "' + b"[" * 5000 + b'"}', "tests: nested deeper than"),
+    (b'{"id": "u", "code": "x", "tests": "{\\"inputs\\": [\\"\\\\ud800\\"]}"}', "tests: lone surrogate"),
+    (b'{"id": 1' + b"0" * 5000 + b'}', "not JSON"),
+    (b'{"id": "\xff"}', "not UTF-8"),
+])
+def test_an_unreadable_row_is_reported_by_line(tmp_path, line, why):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(OK + b"\n" + line + b"\n" + OK.replace(b'"ok"', b'"ok2"') + b"\n")
+    rows = read_rows(str(path))
+    assert [r["id"] for r in rows] == ["ok", None, "ok2"]
+    assert rows[1]["_error"].startswith(f"{path} line 2: ") and why in rows[1]["_error"]
+
+
+def test_bare_cr_inside_a_line_keeps_it_one_row(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"id": "a",\r "code": "x"}\r\n' + OK + b"\n")
+    assert read_rows(str(path)) == [{"id": "a", "code": "x"}, json.loads(OK)]
+
+
+def test_ids_beyond_64_bits_become_text_never_a_lost_batch(tmp_path):
+    big = dict(RESULTS[0], id=2 ** 70)
+    write_rows([big, dict(RESULTS[0], id=7)], str(tmp_path / "a.parquet"))
+    assert pq.read_table(tmp_path / "a.parquet").column("id").to_pylist() == [str(2 ** 70), "7"]
+    write_rows([dict(RESULTS[0], id=-(2 ** 63)), dict(RESULTS[0], id=2 ** 63 - 1)], str(tmp_path / "b.parquet"))
+    assert pq.read_table(tmp_path / "b.parquet").column("id").type == pa.int64()
+    write_rows([big], str(tmp_path / "a.jsonl"))
+    assert json.loads((tmp_path / "a.jsonl").read_text())["id"] == 2 ** 70
+
+
+def test_a_uint64_parquet_id_column_round_trips(tmp_path):
+    pq.write_table(pa.table({"id": pa.array([1, 2 ** 64 - 1], pa.uint64()), "code": ["x", "x"]}),
+                   tmp_path / "in.parquet")
+    rows = read_rows(str(tmp_path / "in.parquet"))
+    write_rows([dict(RESULTS[0], id=r["id"]) for r in rows], str(tmp_path / "out.parquet"))
+    assert pq.read_table(tmp_path / "out.parquet").column("id").to_pylist() == ["1", str(2 ** 64 - 1)]
+
+
+def test_same_file():
+    from tasks.verification.io import same_file
+
+    assert same_file("a/in.jsonl", "a/../a/in.jsonl") and same_file("file:///x/in.jsonl", "/x/in.jsonl")
+    assert not same_file("in.jsonl", "out.jsonl") and not same_file("s3://b/in.jsonl", "s3://b/out.jsonl")

@@ -44,6 +44,31 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
     assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+def test_unreadable_rows_are_reported_by_line_and_the_others_judged(monkeypatch, tmp_path):
+    """Rows the reader cannot use (a lone surrogate, 100,000 `[`, a `tests` string nested too deep, an id
+    beyond 64 bits) never stop the run: each bad one is one result naming its line."""
+    from tasks.verification.io import read_rows, write_rows
+
+    monkeypatch.setattr(sandbox.pool, "SandboxPool", FakePool)
+    monkeypatch.setattr(verify_mod, "verify_submission",
+                        lambda row, pool, judge: result_row(row["id"], "accepted", 1, 1, {}))
+    ok = b'"code": "x", "tests": {"assert_code": "assert f(1) == 1"}}'
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join([
+        b'{"id": "a", ' + ok, rb'{"id": "s", "code": "\ud800", "tests": "x"}', b"[" * 100_000,
+        b'{"id": "t", "code": "x", "tests": "' + b"[" * 5000 + b'"}', b'{"id": 1' + b"0" * 30 + b", " + ok,
+        b'{"id": "cr",\r ' + ok]) + b"\n")
+    out = verify_rows(read_rows(str(path)), VerifyConfig(executor="threads", workers=1))
+    assert [(r["id"], r["verdict"]) for r in out] == [
+        ("a", "accepted"), (None, "sandbox_error"), (None, "sandbox_error"), (None, "sandbox_error"),
+        (10 ** 30, "accepted"), ("cr", "accepted")]
+    for line, r in zip((2, 3, 4), out[1:4]):
+        assert r["details"]["reason"].startswith(f"{path} line {line}: ")
+    write_rows(out, str(tmp_path / "out.parquet"))
+    write_rows(out, str(tmp_path / "out.jsonl"))
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 6
+
+
 def test_worker_side_imports_stay_light():
     """A Dask worker unpickling verify_chunk imports tasks.verification.verify: not the file readers
     (pyarrow, fsspec) nor any model code, which would add to every worker's start-up."""
