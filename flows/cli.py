@@ -2,6 +2,7 @@
 (an ephemeral Prefect server when PREFECT_API_URL is unset, else the configured one)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import verify_cli
-from flows.cli_common import UserError, click_exceptions, parse_pairs, quiet_prefect_defaults
+from flows.cli_common import UserError, click_exceptions, early_defaults, parse_pairs, quiet_prefect_defaults
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -184,6 +185,15 @@ def model_init(
     console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")
 
 
+def _starting(what: str, detail: str) -> None:
+    """One line on stderr before a long command goes quiet for Prefect's start-up (progress follows)."""
+    if os.environ.get("KLEAR_PROGRESS", "").strip().lower() == "off":
+        return
+    where = f"Prefect at {os.environ['PREFECT_API_URL']}" if os.environ.get("PREFECT_API_URL") else \
+        "a temporary local Prefect server starts first"
+    print(f"klear {what}: {detail} ({where})", file=sys.stderr, flush=True)
+
+
 def _check_model_dir(flag: str, path: str) -> None:
     p = Path(path)
     if not (p / "config.json").exists():
@@ -224,6 +234,7 @@ def sft(
                     micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
                     gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
     quiet_prefect_defaults()
+    _starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
 
     try:
@@ -364,6 +375,7 @@ def rl(
                      eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend, seed=seed,
                      domains=domains)
     quiet_prefect_defaults()
+    _starting(f"rl ({loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
 
     try:
@@ -440,6 +452,7 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
 
     root = resolve_store(store)
     quiet_prefect_defaults()
+    _starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
 
     summary = pipeline_flow(PipelineConfig(store=root, seed=seed, demo_scale=scale))
@@ -461,6 +474,7 @@ verify_cli.register(app)
 
 
 def main() -> None:
+    early_defaults()  # every command (`klear verify`, `klear sandbox` too), before Prefect or transformers load
     try:
         rv = app(standalone_mode=False)
     except UserError as e:

@@ -33,6 +33,7 @@ import torch
 
 from tasks.generation.base import SamplingParams, chat_prompt
 from tasks.grading.rewards import RewardConfig, is_correct, reward_from_grade
+from tasks.progress import StepProgress
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.losses import policy_loss
 from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
@@ -130,6 +131,7 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
     gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
     own_graders = graders is None
     graders = {} if own_graders else graders
+    report = StepProgress(f"rl {cfg.loss}", start_step=step)
     try:
         while step < cfg.steps:
             t0 = time.perf_counter()
@@ -149,11 +151,15 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
             if cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
                 values["eval_avg_at_k"] = _held_out(gen, tok, cfg, graders)
             metrics.log(step, values)
+            held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}
+            report.update(step, cfg.steps, tokens=values["response_len"] * len(rollouts),  # generated tokens
+                          reward=values["reward_mean"], acc=values["accuracy"], **held_out)
             if on_step:
                 on_step(step, cfg.steps, values)
             if step % cfg.save_every == 0 or step == cfg.steps:
                 save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints)
     finally:
+        report.close()
         if own_graders:
             for g in graders.values():
                 g.close()

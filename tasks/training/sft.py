@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from tasks.progress import StepProgress
 from tasks.training import distributed as dist_utils
 from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint, save_model
 from tasks.training.metrics import MetricsLog, plot_curve
@@ -110,40 +111,46 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
     truncated = 0
     model.train()
     done_before = 0
-    for epoch in range(cfg.epochs):
-        packs, trunc = pack_examples(examples, cfg.seq_len, pad, cfg.seed, epoch)
-        truncated = max(truncated, trunc)
-        for b in range(steps_per_epoch[epoch]):
-            global_step = done_before + b
-            if global_step < step:
-                continue  # already trained before the checkpoint we resumed from
-            if global_step >= total:
-                break
-            batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-            t0 = time.perf_counter()
-            loss, n_tok = _train_step(ddp_model, batch, cfg, ctx, bf16)
-            gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step = global_step + 1
-            losses.append(loss)
-            seconds = max(1e-9, time.perf_counter() - t0)
-            n_in = sum(sum(seg >= 0 for seg in p.segments) for p in batch)  # whole batch: all ranks
-            values = {"loss": loss, "lr": sched.get_last_lr()[0], "grad_norm": gnorm, "epoch": epoch,
-                      "tokens": n_tok, "tokens_per_s": n_tok / seconds,  # response (loss) tokens
-                      "input_tokens": n_in, "input_tokens_per_s": n_in / seconds}  # packed, padding excluded
-            if ctx.is_main:
-                metrics.log(step, values)
-                if on_step:
-                    on_step(step, total, values)
-            if step % cfg.save_every == 0 or step == total:
-                model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
+    report = StepProgress("sft", start_step=step) if ctx.is_main else None  # main rank only
+    try:
+        for epoch in range(cfg.epochs):
+            packs, trunc = pack_examples(examples, cfg.seq_len, pad, cfg.seed, epoch)
+            truncated = max(truncated, trunc)
+            for b in range(steps_per_epoch[epoch]):
+                global_step = done_before + b
+                if global_step < step:
+                    continue  # already trained before the checkpoint we resumed from
+                if global_step >= total:
+                    break
+                batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+                t0 = time.perf_counter()
+                loss, n_tok = _train_step(ddp_model, batch, cfg, ctx, bf16)
+                gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                step = global_step + 1
+                losses.append(loss)
+                seconds = max(1e-9, time.perf_counter() - t0)
+                n_in = sum(sum(seg >= 0 for seg in p.segments) for p in batch)  # whole batch: all ranks
+                values = {"loss": loss, "lr": sched.get_last_lr()[0], "grad_norm": gnorm, "epoch": epoch,
+                          "tokens": n_tok, "tokens_per_s": n_tok / seconds,  # response (loss) tokens
+                          "input_tokens": n_in, "input_tokens_per_s": n_in / seconds}  # packed, padding excluded
                 if ctx.is_main:
-                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
-        done_before += steps_per_epoch[epoch]
-        if step >= total:
-            break
+                    metrics.log(step, values)
+                    report.update(step, total, tokens=n_in, loss=loss)
+                    if on_step:
+                        on_step(step, total, values)
+                if step % cfg.save_every == 0 or step == total:
+                    model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
+                    if ctx.is_main:
+                        save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
+            done_before += steps_per_epoch[epoch]
+            if step >= total:
+                break
+    finally:
+        if report is not None:
+            report.close()
 
     model_sd, _ = dist_utils.full_state(model)
     if ctx.is_main:

@@ -103,3 +103,87 @@ def test_data_with_an_empty_version_after_hash_is_one_line(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == (f"klear: error: --data {tmp_path}/store#: an empty dataset version "
                                 "(expected STORE or STORE#VERSION)")
+
+
+@pytest.mark.slow  # a tiny model and a few SFT steps in a subprocess, behind an ephemeral Prefect server
+def test_sft_writes_progress_lines_while_it_runs(tmp_path):
+    """Off a terminal (stdout and stderr piped, as in CI or a log file) `klear sft` writes plain progress
+    lines as it trains — no bar redraws — and the first one arrives while the process still runs."""
+    import json
+    import queue
+    import re
+    import threading
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"What is {a} plus {b}?",
+                                        "response": f"<think>{a} + {b} = {a + b}</think> \\boxed{{{a + b}}}"}) + "\n"
+                            for a in range(8) for b in range(8)))
+    r = run(["model", "init", "--out", str(tmp_path / "m"), "--corpus", str(data)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    for k in ("PREFECT_API_URL", "KLEAR_PROGRESS", "KLEAR_PROGRESS_INTERVAL"):
+        env.pop(k, None)
+    proc = subprocess.Popen(KLEAR + ["sft", "--model", str(tmp_path / "m"), "--data", str(data),
+                                     "--out", str(tmp_path / "o"), "--epochs", "1", "--max-steps", "6",
+                                     "--batch-size", "2", "--micro-batch-size", "2", "--seq-len", "128"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:  # each line with whether the process was still running when it arrived
+        for line in proc.stdout:
+            lines.put((line, proc.poll() is None))
+        lines.put((None, False))
+
+    threading.Thread(target=read, daemon=True).start()
+    seen, first_progress = [], None
+    try:
+        while True:
+            line, running = lines.get(timeout=300)  # bounded: a hung run fails here, never the suite
+            if line is None:
+                break
+            seen.append(line)
+            if first_progress is None and re.match(r"sft step \d+/6 loss \S+", line):
+                first_progress = (len(seen), running)
+        assert proc.wait(timeout=60) == 0, "".join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(seen)
+    assert first_progress is not None, out
+    assert first_progress[1], f"the first progress line came only after the process ended:\n{out}"
+    done = next(i for i, l in enumerate(seen, 1) if l.startswith("checkpoint "))
+    assert first_progress[0] < done
+    assert re.search(r"^sft step 6/6 loss \S+ tok/s [\d,]+ done in \S+$", out, re.M), out
+    assert "\r" not in out and "\x1b[" not in out  # plain lines, no redraws
+    assert "anonymous usage data" not in out
+
+
+@pytest.mark.parametrize("klear_env, notice", [(False, True), (True, False)])
+def test_no_prefect_telemetry_notice_on_a_terminal(klear_env, notice, tmp_path):
+    """Prefect prints a first-run telemetry notice when imported on a terminal (the control case); with
+    the CLI's environment (set in main() before anything imports Prefect) it prints none."""
+    import pty
+
+    try:
+        from prefect._internal.analytics.ci_detection import CI_ENV_VARS
+    except ImportError:  # pragma: no cover - a Prefect without SDK telemetry
+        CI_ENV_VARS = frozenset({"CI"})
+    env = {k: v for k, v in os.environ.items()
+           if k not in CI_ENV_VARS and k not in ("DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED")}
+    env["PREFECT_HOME"] = str(tmp_path / "ph")  # a first run: the notice has not been shown here yet
+    code = ("from flows.cli_common import early_defaults; early_defaults(); " if klear_env else "") + \
+        "import prefect; print('imported')"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env)
+    os.close(slave)
+    out = b""
+    try:
+        while chunk := os.read(master, 4096):
+            out += chunk
+    except OSError:  # EIO: the child closed the terminal
+        pass
+    finally:
+        os.close(master)
+    assert proc.wait(timeout=120) == 0, out
+    assert b"imported" in out
+    assert (b"anonymous usage data" in out) == notice, out

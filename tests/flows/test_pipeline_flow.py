@@ -20,11 +20,19 @@ def _config(store):
         eval_k=1, eval_max_tokens=24)
 
 
-def test_pipeline_smallest_size(prefect_server, tmp_path):
+def test_pipeline_smallest_size(prefect_server, tmp_path, capsys):
     from flows.pipeline import pipeline
 
     store = tmp_path / "store"
     s1 = pipeline(_config(store))
+    first = _stage_ends(capsys.readouterr().err)
+    assert [(name, how) for name, how, _ in first] == [
+        ("demo-data", "done"), ("curate", "computed"), ("verify", "computed"), ("base-model", "computed"),
+        ("sft", "computed"), ("tag-difficulty", "computed"), ("rl", "computed"), ("eval-base", "computed"),
+        ("eval-sft", "computed"), ("eval-rl", "computed")]
+    figures = {name: fig for name, _, fig in first}
+    assert "rows kept" in figures["curate"] and "final loss" in figures["sft"] and "final reward" in figures["rl"]
+    assert f"avg@1 {s1['rl_avg_at_k']:.3f}" in figures["eval-rl"]
     for stage in ("base", "sft", "rl"):
         assert 0.0 <= s1[f"{stage}_avg_at_k"] <= 1.0
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
@@ -39,4 +47,15 @@ def test_pipeline_smallest_size(prefect_server, tmp_path):
     mtimes = {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")}
     s2 = pipeline(_config(store))
     assert s2 == s1
+    again = _stage_ends(capsys.readouterr().err)
+    assert {how for name, how, _ in again if name != "demo-data"} == {"cached"}
+    assert [fig for *_, fig in again] == [fig for *_, fig in first]
     assert {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")} == mtimes
+
+
+def _stage_ends(err: str) -> list[tuple[str, str, str]]:
+    """(stage, cached|computed|done, figure) from the pipeline's "stage i/n NAME: HOW in S.Ss, FIGURE" lines."""
+    import re
+
+    return [(m[1], m[2], m[3]) for m in re.finditer(r"^stage \d+/10 (\S+): (cached|computed|done) in [\d.]+s(?:, (.*))?$",
+                                                    err, re.M)]

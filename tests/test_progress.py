@@ -1,0 +1,100 @@
+"""tasks/progress.py: plain lines off a terminal (never a redraw), a rich bar on one, stage lines."""
+import io
+import re
+
+import pytest
+
+from tasks.progress import StageLog, StepProgress, format_duration, format_number, progress_mode
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_plain_lines_are_throttled_and_carry_step_figures_rate_and_eta():
+    out, clock = io.StringIO(), Clock()
+    p = StepProgress("sft", stream=out, mode="plain", interval=5.0, clock=clock)
+    for step in range(1, 101):  # 1 s and 1,000 tokens a step
+        clock.t += 1.0
+        p.update(step, 100, tokens=1000, loss=1.0 / step)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+    assert lines[0] == "sft step 1/100 loss 1.000 tok/s 1,000 eta 1m39s"
+    assert lines[1] == "sft step 6/100 loss 0.167 tok/s 1,000 eta 1m34s"
+    assert lines[-1] == "sft step 100/100 loss 0.010 tok/s 1,000 done in 1m40s"
+    assert len(lines) == 1 + 99 // 5 + 1  # the first step, every 5 s, the last step
+
+
+def test_a_resumed_run_counts_rate_and_eta_from_where_it_resumed():
+    out, clock = io.StringIO(), Clock()
+    p = StepProgress("rl gppo", start_step=10, stream=out, mode="plain", clock=clock)
+    clock.t += 2.0
+    p.update(11, 20, tokens=500, reward=0.25)
+    assert out.getvalue() == "rl gppo step 11/20 reward 0.250 tok/s 250 eta 18s\n"
+
+
+def test_off_writes_nothing_and_a_closed_stream_never_raises():
+    out = io.StringIO()
+    StepProgress("sft", stream=out, mode="off").update(1, 2, loss=1.0)
+    assert out.getvalue() == ""
+    closed = io.StringIO()
+    closed.close()
+    StepProgress("sft", stream=closed, mode="plain").update(1, 2, loss=1.0)
+
+
+def test_mode_follows_the_terminal_and_the_environment(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("KLEAR_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert progress_mode(io.StringIO()) == "plain"
+    assert progress_mode(Tty()) == "bar"
+    monkeypatch.setenv("TERM", "dumb")
+    assert progress_mode(Tty()) == "plain"
+    monkeypatch.setenv("KLEAR_PROGRESS", "off")
+    assert progress_mode(Tty()) == "off"
+
+
+def test_bar_mode_draws_a_rich_bar_and_stops_it():
+    out, clock = io.StringIO(), Clock()
+    p = StepProgress("sft", stream=out, mode="bar", clock=clock)
+    with p:
+        for step in range(1, 4):
+            clock.t += 1.0
+            p.update(step, 3, tokens=10, loss=0.5)
+    assert p._bar is None and p.lines == 0  # no plain lines in bar mode
+    assert re.search(r"3/3", out.getvalue())
+
+
+@pytest.mark.parametrize("s, text", [(0, "0s"), (45.4, "45s"), (190, "3m10s"), (3720, "1h02m")])
+def test_durations(s, text):
+    assert format_duration(s) == text
+
+
+@pytest.mark.parametrize("v, text", [(0.0, "0.000"), (0.41234, "0.412"), (-0.5039, "-0.504"), (6.29, "6.290"),
+                                     (0.0000123, "1.23e-05"), (12345.0, "1.23e+04"), (7, "7")])
+def test_numbers(v, text):
+    assert format_number(v) == text
+
+
+def test_stage_lines_say_cached_or_computed_seconds_and_figure():
+    out, clock, said = io.StringIO(), Clock(), []
+    log = StageLog(2, stream=out, also=said.append, clock=clock)
+    with log.stage("curate") as st:
+        clock.t += 12.34
+        st.cached, st.figure = False, "412 of 500 rows kept"
+    with pytest.raises(RuntimeError):
+        with log.stage("sft") as st:
+            clock.t += 1
+            raise RuntimeError("boom")
+    assert out.getvalue().splitlines() == [
+        "stage 1/2 curate: started", "stage 1/2 curate: computed in 12.3s, 412 of 500 rows kept",
+        "stage 2/2 sft: started", "stage 2/2 sft: failed after 1.0s (RuntimeError)"]
+    assert said == out.getvalue().splitlines()
