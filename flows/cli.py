@@ -153,19 +153,18 @@ def _corpus_texts(corpus: str | None) -> list[str]:
     """Tokenizer training text: the given canonical file/store rows, else the bundled demo data."""
     import tempfile
 
-    from tasks.training.sft_data import load_sft_rows
-
     if corpus is None:
         from tasks.curation.demo_data import write_demo_sources
 
         from tasks.models.corpus import source_texts
 
         return source_texts(write_demo_sources(Path(tempfile.mkdtemp(prefix="klear-corpus-"))).sources().values())
-    try:
-        rows = load_sft_rows(corpus).rows
+    from tasks.models.corpus import corpus_texts
+
+    try:  # a bad row is skipped and named on stderr; the rest trains the tokenizer
+        return corpus_texts(corpus, on_bad=lambda line: print(f"klear: --corpus: skipped {line}", file=sys.stderr))
     except (ValueError, OSError) as e:
         raise UserError(f"--corpus {corpus}: {e}") from None
-    return [r["problem"] + "\n" + (r.get("response") or "") for r in rows]
 
 
 @model_app.command("init")
@@ -345,6 +344,13 @@ def _check_data(data: str) -> None:
         return
     if not Path(data).exists():
         raise UserError(f"--data {data}: no such file or store")
+    if Path(data).is_file():  # a bad row is the user's to fix: one line now, not a flow's traceback later
+        from tasks.training.sft_data import read_problems
+
+        try:
+            read_problems(data)
+        except (ValueError, OSError) as e:
+            raise UserError(f"--data {e}") from None
 
 
 @app.command()

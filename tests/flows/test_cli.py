@@ -187,3 +187,20 @@ def test_no_prefect_telemetry_notice_on_a_terminal(klear_env, notice, tmp_path):
     assert proc.wait(timeout=120) == 0, out
     assert b"imported" in out
     assert (b"anonymous usage data" in out) == notice, out
+
+
+def test_a_bad_data_row_is_one_line_before_any_flow_and_a_bad_corpus_row_is_skipped(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem": "p1", "response": "r"}\n{"problem": "\\ud800"}\n')
+    klear = [sys.executable, "-m", "flows.cli"]
+    model = tmp_path / "m"
+    init = subprocess.run(klear + ["model", "init", "--out", str(model), "--corpus", str(bad)],
+                          capture_output=True, text=True, timeout=300)
+    assert init.returncode == 0 and "skipped" in init.stderr and "row 2" in init.stderr, init.stderr
+    sft = subprocess.run(klear + ["sft", "--model", str(model), "--data", str(bad), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=300)
+    assert sft.returncode == 2 and "Traceback" not in sft.stderr, sft.stderr
+    assert sft.stderr.strip().splitlines()[-1].startswith("klear: error: --data") and "row 2" in sft.stderr
