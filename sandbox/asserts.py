@@ -21,9 +21,10 @@ is split, here on the host, into
 Expected values, assert messages and the comparison itself never enter the container. The host
 evaluates a check with its own small interpreter (`evaluate_check`), never `eval`, over a fixed set of
 pure operations: literals, comparisons (== != < <= > >= is, is not, in, not in), and/or/not, + - * / // %
-** on numbers (results bounded), + and * on strings, lists and tuples, and the functions in HOST_FUNCTIONS. A value the runner could only describe (an object
-that is not plain data) is Opaque: any operation on it fails the check, so an object whose __eq__ is
-always True, or an int subclass, gains nothing.
+** on numbers (bounded), + and * on strings, lists and tuples, set difference, the checks in HOST_CHECKS,
+conversions of constants (CONVERSIONS) and str/set predicate methods (HOST_PREDICATE_METHODS). A value
+the runner could only describe (an object that is not plain data) is Opaque: any operation on it fails
+the check, so an object whose __eq__ is always True, or an int subclass, gains nothing.
 
 What becomes an observation: each maximal sub-expression that the host cannot evaluate (a call of the
 program's functions, a name from the snippet, an attribute...). A snippet is refused (InvalidTests,
@@ -36,6 +37,11 @@ program's functions, a name from the snippet, an attribute...). A snippet is ref
 - two values that both need the program combined by a comparison, arithmetic or a host function
   (`f(1) == expected_from_setup`, `abs(f(3) - ref(3)) < 1e-6`): the expected side would come from the
   program's process, which can report any two values that agree.
+- a test value handed to code that is not the program's inside an observation (`operator.eq(f(), 42)
+  == 1`, a snippet lambda `close(f(1), 0.5)`, `max(f(), 5)`), and an observation whose truth is the verdict
+  (`assert X`, `not X`, `X == True`) unless X is a call of the program's own code; a method of a value a
+  function returned (`f(x).equals([1, 2])`) must be compared with a literal that is not bool-like.
+  Conversions of program values (`list(gen())`, `sorted(f(), key=len)`) run inside the observation.
 Asserts without any observation (`assert True, "marker"`) are no test: dropped when they hold, and the
 snippet refused when they do not.
 
