@@ -193,6 +193,16 @@ def _starting(what: str, detail: str) -> None:
     print(f"klear {what}: {detail} ({where})", file=sys.stderr, flush=True)
 
 
+def _config(cls, **kw):
+    """The config type validates its own ranges (as it does for a deployment's parameters): one line."""
+    from tasks.config_checks import ConfigError
+
+    try:
+        return cls(**{k: v for k, v in kw.items() if v is not None or k in ("lr", "max_steps")})
+    except ConfigError as e:
+        raise UserError(e.flag_message) from None
+
+
 def _check_model_dir(flag: str, path: str) -> None:
     p = Path(path)
     if not (p / "config.json").exists():
@@ -208,7 +218,7 @@ def sft(
     max_steps: Optional[int] = typer.Option(None, "--max-steps"),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (default: scaled to model width)"),
     batch_size: int = typer.Option(16, "--batch-size", help="Packed sequences per optimizer step"),
-    micro_batch_size: int = typer.Option(8, "--micro-batch-size"),
+    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Default: min(8, --batch-size)"),
     seq_len: int = typer.Option(512, "--seq-len"),
     save_every: int = typer.Option(50, "--save-every"),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
@@ -223,15 +233,13 @@ def sft(
 
     _check_model_dir("--model", model)
     _check_data(data)
-    if micro_batch_size > batch_size:
-        raise UserError("--micro-batch-size must not exceed --batch-size")
     from tasks.training.distributed import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    cfg = SFTConfig(epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
-                    micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
-                    gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
+    cfg = _config(SFTConfig, epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
+                  micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
+                  gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
     quiet_prefect_defaults()
     _starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
@@ -269,14 +277,12 @@ def eval_(
             load_benchmark(path)
         except ValueError as e:
             raise UserError(f"--benchmark {name}={path}: {e}") from None
-    if k < 1:
-        raise UserError("--k must be at least 1")
+    cfg = _config(EvalConfig, k=k, seed=seed, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                  backend=backend)
     quiet_prefect_defaults()
     from flows.evaluate import evaluate as eval_flow
 
-    rows = eval_flow(model=model, benchmarks=benches, store=store,
-                     config=EvalConfig(k=k, seed=seed, temperature=temperature, top_p=top_p,
-                                       max_tokens=max_tokens, backend=backend))
+    rows = eval_flow(model=model, benchmarks=benches, store=store, config=cfg)
     for row in rows:
         print(json.dumps(row), flush=True)
 
@@ -299,13 +305,12 @@ def tag_difficulty(
     root = resolve_store(store)
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
-    if not 0 < hard_below <= easy_from <= 1:
-        raise UserError("--hard-below and --easy-from must satisfy 0 < hard-below <= easy-from <= 1")
+    cfg = _config(DifficultyConfig, k=k, hard_below=hard_below, easy_from=easy_from, max_tokens=max_tokens,
+                  seed=seed)
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
-    v = tag_flow(model=model, store=root, config=DifficultyConfig(k=k, hard_below=hard_below, easy_from=easy_from,
-                                                                   max_tokens=max_tokens, seed=seed))
+    v = tag_flow(model=model, store=root, config=cfg)
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={k}) is now current in {Store(root).catalog_path}")
 
 

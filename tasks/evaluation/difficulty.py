@@ -32,6 +32,17 @@ class DifficultyConfig:
     easy_from: float = 0.75
     backend: str = "auto"
 
+    def __post_init__(self) -> None:
+        """Ranges, checked once for the CLI and deployments alike."""
+        from tasks.config_checks import check_float, check_int
+
+        check_int(self, "k", 1, high=4096)
+        check_float(self, "temperature", 0.0)
+        check_float(self, "top_p", 0.0, 1.0, above=True)
+        check_int(self, "max_tokens", 1)
+        check_float(self, "hard_below", 0.0, 1.0, above=True)
+        check_float(self, "easy_from", self.hard_below, 1.0)
+
 
 def tag(pass_rate: float | None, cfg: DifficultyConfig) -> str:
     if pass_rate is None:

@@ -22,6 +22,15 @@ class EvalConfig:
     seed: int = 0
     backend: str = "auto"
 
+    def __post_init__(self) -> None:
+        """Ranges, checked once for the CLI and deployments alike."""
+        from tasks.config_checks import check_float, check_int
+
+        check_int(self, "k", 1, high=4096)
+        check_float(self, "temperature", 0.0)
+        check_float(self, "top_p", 0.0, 1.0, above=True)
+        check_int(self, "max_tokens", 1)
+
 
 @dataclass
 class EvalResult:
