@@ -9,7 +9,7 @@ Data (not in this repository; pass the paths):
 - HumanEval (openai/human-eval `data/HumanEval.jsonl.gz`, MIT): `prompt` + `canonical_solution`, `test`
   (a `check(candidate)` function), `entry_point`.
 
-Every problem becomes rows in the three test forms of ../shared/DESIGN.md:
+Every problem becomes rows in the three test forms (sandbox/testcases.py):
 - assert-style: the dataset's own asserts (MBPP: one test per assert, after `test_setup_code`;
   HumanEval: `test` + `check(entry_point)`, one test);
 - call-based, where every assert is a plain `assert f(literal args) == literal` whose values survive

@@ -1,7 +1,7 @@
 """The one parser of a row's `tests` (curation, validation, the sandbox client and the graders all use
 it), the count of what will run and be scored, and which tests to sample.
 
-Accepted forms (../shared/DESIGN.md), as a dict or its JSON string:
+Accepted forms (the record schema's `tests` field), as a dict or its JSON string:
 - stdin/stdout: {"inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}
   (an input or output given as a list of lines is joined with newlines)
 - call-based:   {"fn_name": "add", "inputs": [[1, 2], ...], "outputs": [3, ...]}

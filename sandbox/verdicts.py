@@ -1,6 +1,6 @@
 """From the runner's raw facts to verdicts, per test and per submission.
 
-Verdicts (../shared/DESIGN.md): accepted, wrong_answer, runtime_error, timeout, memory_limit,
+Verdicts (the product's verification contract): accepted, wrong_answer, runtime_error, timeout, memory_limit,
 output_limit, compile_error, sandbox_error. sandbox_error is an infrastructure fault or a row that cannot
 be judged: never scored as a wrong answer (its reward is None), and nothing the program prints, returns
 or reports can produce it (judge_test never raises). A test that was not run because the submission had

@@ -1,6 +1,6 @@
 """The canonical problem row and the rules that decide whether an input row is well-formed.
 
-Canonical columns (../shared/DESIGN.md "Records"): id, source, domain, problem, response, answer, tests.
+Canonical columns (the product's record schema): id, source, domain, problem, response, answer, tests.
 - `problem`: a non-empty string.
 - `domain`: "math" or "code" (case-insensitive); when a row has none, the source's default domain, else
   "code" if the row has tests, else "math".

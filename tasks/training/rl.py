@@ -1,4 +1,4 @@
-"""GPPO reinforcement learning, read top to bottom (paper §RL, ../shared/RECIPE.md):
+"""GPPO reinforcement learning, read top to bottom (the Klear-Reasoner paper's RL section):
 
 per step: sample `prompts_per_step` prompts → `rollouts_per_prompt` completions each (temperature 1.0)
 → rewards (math-verify / sandbox; tasks/grading/rewards.py: a wrong answer, a timed-out program included,

@@ -84,25 +84,19 @@ def test_sft_unknown_strategy_is_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == "klear: error: --strategy must be one of ddp, fsdp, not 'zero3'", r.stderr
 
 
-def test_data_pinned_to_a_missing_store_version_is_named(tmp_path):
+@pytest.mark.parametrize("command, suffix, why", [
+    ("sft", "#ds-0000", "store {store} has no dataset version 'ds-0000'"),
+    ("rl", "#", "an empty dataset version (expected STORE or STORE#VERSION)"),
+])
+def test_a_bad_store_reference_is_one_line(tmp_path, command, suffix, why):
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text("{}")
     (tmp_path / "store").mkdir()
-    r = run(["sft", "--model", str(model), "--data", f"{tmp_path}/store#ds-0000", "--out", str(tmp_path / "o")], tmp_path)
+    data = f"{tmp_path}/store{suffix}"
+    r = run([command, "--model", str(model), "--data", data, "--out", str(tmp_path / "o")], tmp_path)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == f"klear: error: --data {tmp_path}/store#ds-0000: store {tmp_path}/store has no dataset version 'ds-0000'"
-
-
-def test_data_with_an_empty_version_after_hash_is_one_line(tmp_path):
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    (tmp_path / "store").mkdir()
-    r = run(["rl", "--model", str(model), "--data", f"{tmp_path}/store#", "--out", str(tmp_path / "o")], tmp_path)
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == (f"klear: error: --data {tmp_path}/store#: an empty dataset version "
-                                "(expected STORE or STORE#VERSION)")
+    assert r.stderr.strip() == f"klear: error: --data {data}: " + why.format(store=f"{tmp_path}/store")
 
 
 @pytest.mark.slow  # a tiny model and a few SFT steps in a subprocess, behind an ephemeral Prefect server
