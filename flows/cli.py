@@ -13,7 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import verify_cli
+from flows.cli_defaults import default_of
 from flows.cli_common import UserError, click_exceptions, early_defaults, parse_pairs, quiet_prefect_defaults
+from tasks.curation.config import CurateConfig
+from tasks.evaluation.config import DifficultyConfig, EvalConfig
+from tasks.training.config import RLConfig, SFTConfig
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -45,8 +49,6 @@ def _check_source_path(flag: str, name: str, path: str) -> None:
 
 def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], layouts: dict[str, str],
                         maps: list[str], domains: dict[str, str], **params):
-    from tasks.curation.config import CurateConfig
-
     field_maps: dict[str, dict[str, str]] = {}
     for m in maps:
         lhs, ok, canon = m.partition("=")
@@ -99,12 +101,12 @@ def curate(
     layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (canonical, apps, numina)"),
     map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem"),
     domain: Optional[list[str]] = typer.Option(None, "--domain", help="NAME=math|code default domain of a source's rows"),
-    near_threshold: float = typer.Option(0.8, help="Jaccard threshold for near duplicates"),
-    num_perm: int = typer.Option(128, help="MinHash permutations"),
-    shingle: int = typer.Option(5, help="Words per near-duplicate shingle"),
-    ngram: int = typer.Option(9, help="Contamination n-gram length in words (paper: 9)"),
+    near_threshold: float = typer.Option(default_of(CurateConfig, "near_dup_threshold"), help="Jaccard threshold for near duplicates"),
+    num_perm: int = typer.Option(default_of(CurateConfig, "near_dup_num_perm"), help="MinHash permutations"),
+    shingle: int = typer.Option(default_of(CurateConfig, "near_dup_shingle"), help="Words per near-duplicate shingle"),
+    ngram: int = typer.Option(default_of(CurateConfig, "ngram"), help="Contamination n-gram length in words (paper: 9)"),
     top_sources: Optional[int] = typer.Option(None, "--top-sources", help="Keep only the K best-scoring sources"),
-    seed: int = typer.Option(0, help="Seed for MinHash permutations"),
+    seed: int = typer.Option(default_of(CurateConfig, "seed"), help="Seed for MinHash permutations"),
     verify_code: bool = typer.Option(False, "--verify-code", help="Then run code references against their tests in the sandbox"),
     min_tests: int = typer.Option(16, "--min-tests", help="With --verify-code: code problems with fewer tests are dropped (paper: 16)"),
     workers: int = typer.Option(2, "--workers", help="With --verify-code: Dask workers (sandbox containers)"),
@@ -194,13 +196,13 @@ def _starting(what: str, detail: str) -> None:
 
 
 def _config(cls, **kw):
-    """The config type validates its own ranges (as it does for a deployment's parameters): one line."""
+    """The config type checks itself (as it does for a deployment's parameters): its message, one line."""
     from tasks.config_checks import ConfigError
 
     try:
-        return cls(**{k: v for k, v in kw.items() if v is not None or k in ("lr", "max_steps")})
+        return cls(**kw)
     except ConfigError as e:
-        raise UserError(e.flag_message) from None
+        raise UserError(e.message) from None
 
 
 def _check_model_dir(flag: str, path: str) -> None:
@@ -214,29 +216,25 @@ def sft(
     model: str = typer.Option(..., "--model", help="HF model directory to start from"),
     data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
-    epochs: int = typer.Option(3, "--epochs"),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps"),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (default: scaled to model width)"),
-    batch_size: int = typer.Option(16, "--batch-size", help="Packed sequences per optimizer step"),
-    micro_batch_size: Optional[int] = typer.Option(None, "--micro-batch-size", help="Default: min(8, --batch-size)"),
-    seq_len: int = typer.Option(512, "--seq-len"),
-    save_every: int = typer.Option(50, "--save-every"),
-    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing"),
-    seed: int = typer.Option(0, "--seed"),
+    epochs: int = typer.Option(default_of(SFTConfig, "epochs"), "--epochs"),
+    max_steps: Optional[int] = typer.Option(default_of(SFTConfig, "max_steps"), "--max-steps", help="Stop after this many optimizer steps"),
+    lr: Optional[float] = typer.Option(default_of(SFTConfig, "lr"), "--lr", help="Peak learning rate (default: scaled to model width)"),
+    batch_size: int = typer.Option(default_of(SFTConfig, "batch_size"), "--batch-size", help="Packed sequences per optimizer step"),
+    micro_batch_size: Optional[int] = typer.Option(default_of(SFTConfig, "micro_batch_size"), "--micro-batch-size", help="Default: min(8, --batch-size)"),
+    seq_len: int = typer.Option(default_of(SFTConfig, "seq_len"), "--seq-len", help="Packed sequence length in tokens"),
+    save_every: int = typer.Option(default_of(SFTConfig, "save_every"), "--save-every", help="Checkpoint every N optimizer steps"),
+    gradient_checkpointing: bool = typer.Option(default_of(SFTConfig, "gradient_checkpointing"), "--gradient-checkpointing"),
+    seed: int = typer.Option(default_of(SFTConfig, "seed"), "--seed"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
-    strategy: str = typer.Option("ddp", "--strategy", help="With --nproc > 1: ddp (a replica per process) or "
+    strategy: str = typer.Option(default_of(SFTConfig, "strategy"), "--strategy", help="With --nproc > 1: ddp (a replica per process) or "
                                  "fsdp (parameters, gradients and optimizer state sharded, FSDP2)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
 ) -> None:
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
-    from tasks.training.sft import SFTConfig
-
     _check_model_dir("--model", model)
     _check_data(data)
-    from tasks.training.distributed import STRATEGIES
-
-    if strategy not in STRATEGIES:
-        raise UserError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if nproc < 1:
+        raise UserError(f"--nproc must be at least 1 (got {nproc})")
     cfg = _config(SFTConfig, epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
                   micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
                   gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
@@ -256,18 +254,18 @@ def sft(
 def eval_(
     model: str = typer.Option(..., "--model", help="HF model directory"),
     benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
-    k: int = typer.Option(8, "--k", help="Samples per problem"),
-    seed: int = typer.Option(0, "--seed"),
-    temperature: float = typer.Option(0.6, "--temperature"),
-    top_p: float = typer.Option(0.95, "--top-p"),
-    max_tokens: int = typer.Option(256, "--max-tokens"),
-    backend: str = typer.Option("auto", "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
+    k: int = typer.Option(default_of(EvalConfig, "k"), "--k", help="Samples per problem"),
+    seed: int = typer.Option(default_of(EvalConfig, "seed"), "--seed"),
+    temperature: float = typer.Option(default_of(EvalConfig, "temperature"), "--temperature"),
+    top_p: float = typer.Option(default_of(EvalConfig, "top_p"), "--top-p"),
+    max_tokens: int = typer.Option(default_of(EvalConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
+    backend: str = typer.Option(default_of(EvalConfig, "backend"), "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
     store: Optional[str] = StoreOpt,
 ) -> None:
     """avg@k and pass@k on benchmarks; prints one JSON summary line per benchmark."""
     import json
 
-    from tasks.evaluation.evaluate import EvalConfig, load_benchmark
+    from tasks.evaluation.evaluate import load_benchmark
 
     _check_model_dir("--model", model)
     benches = parse_pairs(benchmark, "--benchmark")
@@ -290,23 +288,24 @@ def eval_(
 @app.command("tag-difficulty")
 def tag_difficulty(
     model: str = typer.Option(..., "--model", help="HF model directory that samples the answers"),
-    k: int = typer.Option(8, "--k", help="Samples per problem"),
+    k: int = typer.Option(default_of(DifficultyConfig, "k"), "--k", help="Samples per problem"),
     store: Optional[str] = StoreOpt,
-    hard_below: float = typer.Option(0.25, "--hard-below", help="pass rate below this (and > 0) is hard"),
-    easy_from: float = typer.Option(0.75, "--easy-from", help="pass rate from this is easy"),
-    max_tokens: int = typer.Option(256, "--max-tokens"),
-    seed: int = typer.Option(0, "--seed"),
+    hard_below: float = typer.Option(default_of(DifficultyConfig, "hard_below"), "--hard-below", help="pass rate below this (and > 0) is hard"),
+    easy_from: float = typer.Option(default_of(DifficultyConfig, "easy_from"), "--easy-from", help="pass rate from this is easy"),
+    temperature: float = typer.Option(default_of(DifficultyConfig, "temperature"), "--temperature"),
+    top_p: float = typer.Option(default_of(DifficultyConfig, "top_p"), "--top-p"),
+    max_tokens: int = typer.Option(default_of(DifficultyConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
+    backend: str = typer.Option(default_of(DifficultyConfig, "backend"), "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
+    seed: int = typer.Option(default_of(DifficultyConfig, "seed"), "--seed"),
 ) -> None:
     """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
     from storage.store import Store, resolve_store
-    from tasks.evaluation.difficulty import DifficultyConfig
-
     _check_model_dir("--model", model)
     root = resolve_store(store)
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
-    cfg = _config(DifficultyConfig, k=k, hard_below=hard_below, easy_from=easy_from, max_tokens=max_tokens,
-                  seed=seed)
+    cfg = _config(DifficultyConfig, k=k, hard_below=hard_below, easy_from=easy_from, temperature=temperature,
+                  top_p=top_p, max_tokens=max_tokens, backend=backend, seed=seed)
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
@@ -314,23 +313,9 @@ def tag_difficulty(
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={k}) is now current in {Store(root).catalog_path}")
 
 
-def _rl_config(**kw):
-    from tasks.training.losses import POLICY_LOSSES
-    from tasks.training.rl import RLConfig
-
-    if kw["loss"] not in POLICY_LOSSES:
-        raise UserError(f"--loss {kw['loss']!r}: unknown policy loss (known: {', '.join(sorted(POLICY_LOSSES))})")
-    for flag in ("steps", "prompts_per_step", "rollouts_per_prompt", "mini_batches"):
-        if kw[flag] < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be at least 1")
-    if "domains" in kw:
-        from tasks.grading.registry import GRADERS
-
-        kw["domains"] = tuple(d.strip() for d in kw["domains"].split(",") if d.strip())
-        unknown = [d for d in kw["domains"] if d not in GRADERS]
-        if unknown or not kw["domains"]:
-            raise UserError(f"--domains: expected a comma-separated subset of {', '.join(sorted(GRADERS))}")
-    return RLConfig(**kw)
+def _rl_config(domains: str, **kw) -> RLConfig:
+    """RLConfig from flags; `--domains a,b` is the config's tuple of domain names."""
+    return _config(RLConfig, domains=tuple(d.strip() for d in domains.split(",") if d.strip()), **kw)
 
 
 def _check_data(data: str) -> None:
@@ -363,28 +348,30 @@ def rl(
     model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint)"),
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
-    loss: str = typer.Option("gppo", "--loss", help="Policy loss: gppo (paper), grpo (clip-higher), cispo"),
-    steps: int = typer.Option(40, "--steps"),
-    prompts_per_step: int = typer.Option(16, "--prompts-per-step"),
-    rollouts_per_prompt: int = typer.Option(8, "--rollouts-per-prompt"),
-    mini_batches: int = typer.Option(2, "--mini-batches", help="Optimizer steps per rollout batch"),
-    lr: Optional[float] = typer.Option(None, "--lr"),
-    sft_alpha: float = typer.Option(0.1, "--sft-alpha", help="Weight of the NLL term on correct rollouts"),
-    max_tokens: int = typer.Option(256, "--max-tokens"),
-    eval_benchmark: Optional[str] = typer.Option(None, "--eval-benchmark", help="Held-out canonical file evaluated during training"),
-    eval_every: int = typer.Option(0, "--eval-every"),
-    backend: str = typer.Option("hf", "--backend", help="Rollout engine: hf (CPU/GPU) or vllm (GPU, weights synced in place)"),
-    domains: str = typer.Option("math,code", "--domains", help="Problem domains to train on (comma-separated)"),
-    seed: int = typer.Option(0, "--seed"),
+    loss: str = typer.Option(default_of(RLConfig, "loss"), "--loss", help="Policy loss: gppo (paper), grpo (clip-higher), cispo"),
+    steps: int = typer.Option(default_of(RLConfig, "steps"), "--steps"),
+    prompts_per_step: int = typer.Option(default_of(RLConfig, "prompts_per_step"), "--prompts-per-step"),
+    rollouts_per_prompt: int = typer.Option(default_of(RLConfig, "rollouts_per_prompt"), "--rollouts-per-prompt"),
+    mini_batches: int = typer.Option(default_of(RLConfig, "mini_batches"), "--mini-batches", help="Optimizer steps per rollout batch"),
+    lr: Optional[float] = typer.Option(default_of(RLConfig, "lr"), "--lr", help="Default: scaled to model width"),
+    sft_alpha: float = typer.Option(default_of(RLConfig, "sft_alpha"), "--sft-alpha", help="Weight of the NLL term on correct rollouts"),
+    temperature: float = typer.Option(default_of(RLConfig, "temperature"), "--temperature", help="Rollout temperature"),
+    top_p: float = typer.Option(default_of(RLConfig, "top_p"), "--top-p"),
+    max_tokens: int = typer.Option(default_of(RLConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
+    eval_benchmark: Optional[str] = typer.Option(default_of(RLConfig, "eval_benchmark"), "--eval-benchmark", help="Held-out canonical file evaluated during training"),
+    eval_every: int = typer.Option(default_of(RLConfig, "eval_every"), "--eval-every"),
+    backend: str = typer.Option(default_of(RLConfig, "backend"), "--backend", help="Rollout engine: hf (CPU/GPU) or vllm (GPU, weights synced in place)"),
+    domains: str = typer.Option(",".join(default_of(RLConfig, "domains")), "--domains", help="Problem domains to train on (comma-separated)"),
+    seed: int = typer.Option(default_of(RLConfig, "seed"), "--seed"),
     resume: bool = typer.Option(False, "--resume"),
 ) -> None:
     """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
     _check_model_dir("--model", model)
     _check_data(data)
     cfg = _rl_config(loss=loss, steps=steps, prompts_per_step=prompts_per_step, rollouts_per_prompt=rollouts_per_prompt,
-                     mini_batches=mini_batches, lr=lr, sft_alpha=sft_alpha, max_tokens=max_tokens,
-                     eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend, seed=seed,
-                     domains=domains)
+                     mini_batches=mini_batches, lr=lr, sft_alpha=sft_alpha, temperature=temperature, top_p=top_p,
+                     max_tokens=max_tokens, eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend,
+                     seed=seed, domains=domains)
     quiet_prefect_defaults()
     _starting(f"rl ({loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
@@ -405,15 +392,15 @@ def ablate(
     benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
     losses: str = typer.Option("gppo,grpo,cispo", "--losses"),
     seeds: str = typer.Option("1,2", "--seeds"),
-    steps: int = typer.Option(40, "--steps"),
-    prompts_per_step: int = typer.Option(16, "--prompts-per-step"),
-    rollouts_per_prompt: int = typer.Option(8, "--rollouts-per-prompt"),
-    mini_batches: int = typer.Option(2, "--mini-batches"),
-    lr: Optional[float] = typer.Option(None, "--lr"),
-    eval_every: int = typer.Option(0, "--eval-every", help="Default: steps/4"),
-    eval_k: int = typer.Option(4, "--eval-k"),
-    max_tokens: int = typer.Option(256, "--max-tokens"),
-    domains: str = typer.Option("math,code", "--domains", help="Problem domains to train on (comma-separated)"),
+    steps: int = typer.Option(default_of(RLConfig, "steps"), "--steps"),
+    prompts_per_step: int = typer.Option(default_of(RLConfig, "prompts_per_step"), "--prompts-per-step"),
+    rollouts_per_prompt: int = typer.Option(default_of(RLConfig, "rollouts_per_prompt"), "--rollouts-per-prompt"),
+    mini_batches: int = typer.Option(default_of(RLConfig, "mini_batches"), "--mini-batches"),
+    lr: Optional[float] = typer.Option(default_of(RLConfig, "lr"), "--lr", help="Default: scaled to model width"),
+    eval_every: int = typer.Option(default_of(RLConfig, "eval_every"), "--eval-every", help="0: steps/4"),
+    eval_k: int = typer.Option(default_of(RLConfig, "eval_k"), "--eval-k"),
+    max_tokens: int = typer.Option(default_of(RLConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
+    domains: str = typer.Option(",".join(default_of(RLConfig, "domains")), "--domains", help="Problem domains to train on (comma-separated)"),
 ) -> None:
     """Compare policy losses on equal data and seeds: final and best held-out avg@k per loss."""
     _check_model_dir("--model", model)
@@ -431,6 +418,8 @@ def ablate(
         base = _rl_config(loss=name, steps=steps, prompts_per_step=prompts_per_step,
                           rollouts_per_prompt=rollouts_per_prompt, mini_batches=mini_batches, lr=lr,
                           max_tokens=max_tokens, eval_every=eval_every, eval_k=eval_k, domains=domains)
+    if not names:
+        raise UserError("--losses: expected a comma-separated list of policy losses")
     quiet_prefect_defaults()
     from flows.rl import ablate as ablate_flow
 
@@ -466,7 +455,8 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     _starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
 
-    summary = pipeline_flow(PipelineConfig(store=root, seed=seed, demo_scale=scale))
+    state = pipeline_flow(PipelineConfig(store=root, seed=seed, demo_scale=scale), return_state=True)
+    summary = state.result()  # a failed run raises its error here, as a plain call would
     st = Store(root)
     print_curation_summary(st.load_version(summary["dataset"]).__dict__, root)
     t = Table(title=f"held-out {summary['benchmark']}: avg@{summary['k']} by stage")
@@ -477,8 +467,19 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     console.print(t)
     console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
     console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
-    console.print("Prefect UI: run `prefect server start`, set PREFECT_API_URL=http://127.0.0.1:4200/api, re-run to see flows and artifacts")
+    console.print(_prefect_ui_line(state.state_details.flow_run_id))
     console.print(json.dumps(summary))
+
+
+def _prefect_ui_line(flow_run_id) -> str:
+    """Where to see the run: its page on a configured Prefect server; how to get one after a temporary server."""
+    from prefect.settings import PREFECT_UI_URL
+
+    ui = PREFECT_UI_URL.value() if os.environ.get("PREFECT_API_URL") else None
+    if ui:
+        return f"Prefect UI: {ui.rstrip('/')}/runs/flow-run/{flow_run_id}  (flows, logs and artifacts of this run)"
+    return ("Prefect UI: this run used a temporary server, now stopped; run `prefect server start`, set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api and re-run to see its flows and artifacts (stages are cached)")
 
 
 verify_cli.register(app)

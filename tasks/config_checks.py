@@ -1,7 +1,10 @@
-"""Range checks shared by the config types (SFT, eval, difficulty), so the CLI and a deployment's
-parameters are refused with the same one-line message before any work starts.
+"""Checks shared by the config types (SFT, RL, eval, difficulty, pipeline), so the CLI and a deployment's
+parameters are refused with the same one-line message before any work starts:
 
-    check_int(cfg, "epochs", low=1)  ->  ConfigError("epochs", "must be at least 1 (got 0)")
+    check_int(cfg, "epochs", low=1)  ->  ConfigError: "epochs (--epochs) must be at least 1 (got 0)"
+
+The message names the config field (what a deployment's `--param config=...` sets) and its flag (what
+`klear` takes).
 """
 from __future__ import annotations
 
@@ -10,15 +13,22 @@ from typing import Any
 
 
 class ConfigError(ValueError):
-    """A config value out of range. `field` names it; the CLI shows it as the flag `--field-name`."""
+    """A config value out of range or unknown: `field` names it, `detail` says what is wrong."""
 
     def __init__(self, field: str, detail: str):
-        super().__init__(f"{field} {detail}")
         self.field, self.detail = field, detail
+        super().__init__(self.message)
 
     @property
-    def flag_message(self) -> str:
-        return f"--{self.field.replace('_', '-')} {self.detail}"
+    def flag(self) -> str:
+        return "--" + self.field.rsplit(".", 1)[-1].replace("_", "-")
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} ({self.flag}) {self.detail}"
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def check_int(cfg: Any, name: str, low: int, high: int | None = None, optional: bool = False) -> None:
@@ -45,3 +55,31 @@ def check_float(cfg: Any, name: str, low: float | None = None, high: float | Non
         raise ConfigError(name, f"must be {'above' if above else 'at least'} {low} (got {value})")
     if high is not None and value > high:
         raise ConfigError(name, f"must be at most {high} (got {value})")
+
+
+def check_choice(cfg: Any, name: str, known, optional: bool = False) -> None:
+    """A name from a registry (policy losses, advantage estimators, backends, graders)."""
+    value = getattr(cfg, name)
+    if value is None and optional:
+        return
+    if value not in known:
+        raise ConfigError(name, f"must be one of {', '.join(sorted(known))} (got {value!r})")
+
+
+def check_subset(cfg: Any, name: str, known) -> None:
+    """A non-empty collection of names from a registry, each once (e.g. RL's domains)."""
+    value = getattr(cfg, name)
+    if isinstance(value, str) or not value or any(v not in known for v in value) or len(set(value)) != len(value):
+        raise ConfigError(name, f"must be a non-empty list of distinct names from {', '.join(sorted(known))} "
+                                f"(got {value!r})")
+
+
+def check_existing_file(cfg: Any, name: str, optional: bool = False) -> None:
+    """A path (local or fsspec URL) that must exist when the config is made, not hours into the run."""
+    from storage import paths
+
+    value = getattr(cfg, name)
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value or not paths.exists(value):
+        raise ConfigError(name, f"names no existing file (got {value!r})")

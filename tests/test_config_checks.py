@@ -1,36 +1,104 @@
-"""Config types refuse out-of-range values themselves (the CLI and deployments share the message)."""
+"""Config types check themselves (the CLI and deployments share the message), and the CLI's defaults are
+the config types' defaults."""
+import dataclasses
 import math
 
 import pytest
 
 from tasks.config_checks import ConfigError
-from tasks.evaluation.difficulty import DifficultyConfig
-from tasks.evaluation.evaluate import EvalConfig
-from tasks.training.sft import SFTConfig
+from tasks.curation.config import CurateConfig
+from tasks.evaluation.config import DifficultyConfig, EvalConfig
+from tasks.generation.sampling import Sampling
+from tasks.grading.rewards import RewardConfig
+from tasks.training.config import RLConfig, SFTConfig
 
 
-@pytest.mark.parametrize("cls, kw, flag", [
-    (SFTConfig, {"epochs": 0}, "--epochs must be at least 1"),
-    (SFTConfig, {"max_steps": -1}, "--max-steps must be at least 1"),
-    (SFTConfig, {"lr": math.inf}, "--lr must be a finite number"),
-    (SFTConfig, {"lr": 0.0}, "--lr must be above 0.0"),
-    (SFTConfig, {"batch_size": 0}, "--batch-size must be at least 1"),
-    (SFTConfig, {"micro_batch_size": 9, "batch_size": 4}, "--micro-batch-size must not exceed --batch-size 4"),
-    (SFTConfig, {"seq_len": 1}, "--seq-len must be at least 8"),
-    (SFTConfig, {"save_every": 0}, "--save-every must be at least 1"),
-    (EvalConfig, {"k": 0}, "--k must be at least 1"),
-    (EvalConfig, {"k": 2 ** 70}, "--k must be at most 4096"),
-    (EvalConfig, {"temperature": math.nan}, "--temperature must be a finite number"),
-    (EvalConfig, {"max_tokens": -1}, "--max-tokens must be at least 1"),
-    (DifficultyConfig, {"k": 0}, "--k must be at least 1"),
-    (DifficultyConfig, {"hard_below": 0.8, "easy_from": 0.5}, "--easy-from must be at least 0.8"),
+@pytest.mark.parametrize("cls, kw, message", [
+    (SFTConfig, {"epochs": 0}, "epochs (--epochs) must be at least 1"),
+    (SFTConfig, {"max_steps": -1}, "max_steps (--max-steps) must be at least 1"),
+    (SFTConfig, {"lr": math.inf}, "lr (--lr) must be a finite number"),
+    (SFTConfig, {"lr": 0.0}, "lr (--lr) must be above 0.0"),
+    (SFTConfig, {"batch_size": 0}, "batch_size (--batch-size) must be at least 1"),
+    (SFTConfig, {"micro_batch_size": 9, "batch_size": 4}, "micro_batch_size (--micro-batch-size) must not exceed"),
+    (SFTConfig, {"seq_len": 1}, "seq_len (--seq-len) must be at least 8"),
+    (SFTConfig, {"save_every": 0}, "save_every (--save-every) must be at least 1"),
+    (SFTConfig, {"strategy": "zero3"}, "strategy (--strategy) must be one of ddp, fsdp"),
+    (EvalConfig, {"k": 0}, "k (--k) must be at least 1"),
+    (EvalConfig, {"k": 2 ** 70}, "k (--k) must be at most 4096"),
+    (EvalConfig, {"temperature": math.nan}, "temperature (--temperature) must be a finite number"),
+    (EvalConfig, {"max_tokens": -1}, "max_tokens (--max-tokens) must be at least 1"),
+    (EvalConfig, {"backend": "tgi"}, "backend (--backend) must be one of auto, hf, vllm"),
+    (DifficultyConfig, {"k": 0}, "k (--k) must be at least 1"),
+    (DifficultyConfig, {"hard_below": 0.8, "easy_from": 0.5}, "easy_from (--easy-from) must be at least 0.8"),
+    (DifficultyConfig, {"top_p": 0.0}, "top_p (--top-p) must be above 0.0"),
+    (RLConfig, {"lr": -1.0}, "lr (--lr) must be above 0.0"),
+    (RLConfig, {"loss": "ppo2"}, "loss (--loss) must be one of cispo, gppo, grpo"),
+    (RLConfig, {"advantage": "rloo"}, "advantage (--advantage) must be one of"),
+    (RLConfig, {"rollouts_per_prompt": 1}, "rollouts_per_prompt (--rollouts-per-prompt) must be at least 2"),
+    (RLConfig, {"steps": 0}, "steps (--steps) must be at least 1"),
+    (RLConfig, {"mini_batches": 9, "prompts_per_step": 1, "rollouts_per_prompt": 8}, "mini_batches (--mini-batches) must not exceed the 8 rollouts"),
+    (RLConfig, {"domains": ("math", "poetry")}, "domains (--domains) must be a non-empty list"),
+    (RLConfig, {"domains": ()}, "domains (--domains) must be a non-empty list"),
+    (RLConfig, {"backend": "auto"}, "backend (--backend) must be one of hf, vllm"),
+    (RLConfig, {"eval_benchmark": "/no/such/bench.jsonl"}, "eval_benchmark (--eval-benchmark) names no existing file"),
+    (RLConfig, {"temperature": -0.1}, "temperature (--temperature) must be at least 0.0"),
+    (RLConfig, {"min_pass_rate": 0.6, "max_pass_rate": 0.5}, "max_pass_rate (--max-pass-rate) must be at least 0.6"),
+    (RewardConfig, {"correct": -1.0, "wrong": 1.0}, "correct (--correct) must be above the wrong-answer reward"),
+    (RewardConfig, {"code_mode": "partial"}, "code_mode (--code-mode) must be one of hard, soft"),
 ])
-def test_out_of_range_values_are_refused_with_the_flag_message(cls, kw, flag):
+def test_bad_values_are_refused_with_the_field_and_flag(cls, kw, message):
     with pytest.raises(ConfigError) as exc:
         cls(**kw)
-    assert exc.value.flag_message.startswith(flag)
+    assert str(exc.value).startswith(message), str(exc.value)
 
 
 def test_micro_batch_defaults_to_fit_the_batch():
     assert SFTConfig(batch_size=4).micro_batch_size == 4
     assert SFTConfig().micro_batch_size == 8 and SFTConfig(batch_size=16, micro_batch_size=2).micro_batch_size == 2
+
+
+def test_rl_domains_from_json_become_a_tuple():
+    assert RLConfig(domains=["math"]).domains == ("math",)
+
+
+@pytest.mark.parametrize("cls", [EvalConfig, DifficultyConfig, RLConfig])
+def test_every_sampling_stage_shares_one_sampling_type(cls):
+    assert issubclass(cls, Sampling)
+    cfg = cls(temperature=0.5, top_p=0.9, max_tokens=17, seed=3)
+    p = cfg.sampling_params(4)
+    assert (p.n, p.temperature, p.top_p, p.max_tokens, p.seed) == (4, 0.5, 0.9, 17, 3)
+
+
+def _cli_params(command: str) -> dict:
+    import typer
+
+    from flows.cli import app
+
+    click_app = typer.main.get_command(app)
+    return {p.name: p.default for p in click_app.commands[command].params}
+
+
+@pytest.mark.parametrize("command, cls, renamed", [
+    ("sft", SFTConfig, {}),
+    ("eval", EvalConfig, {}),
+    ("tag-difficulty", DifficultyConfig, {}),
+    ("rl", RLConfig, {}),
+    ("ablate", RLConfig, {}),
+    ("curate", CurateConfig, {"near_threshold": "near_dup_threshold", "num_perm": "near_dup_num_perm",
+                              "shingle": "near_dup_shingle"}),
+])
+def test_cli_defaults_are_the_config_defaults(command, cls, renamed):
+    defaults = cls() if cls is not CurateConfig else CurateConfig(sources=[{"name": "a", "path": "a.jsonl"}])
+    fields = (set(cls.model_fields) if cls is CurateConfig else {f.name for f in dataclasses.fields(cls)})
+    checked = 0
+    for name, default in _cli_params(command).items():
+        field = renamed.get(name, name)
+        if field not in fields or field in ("store", "sources", "benchmarks"):
+            continue
+        want = getattr(defaults, field)
+        want = ",".join(want) if isinstance(want, tuple) else want
+        if field == "micro_batch_size":  # derived from batch_size after construction
+            want = None
+        assert default == want, f"klear {command} --{name.replace('_', '-')} defaults to {default!r}, {cls.__name__} to {want!r}"
+        checked += 1
+    assert checked >= 3

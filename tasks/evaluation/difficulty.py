@@ -12,36 +12,14 @@ RL data selection later filters on pass_rate (paper: code ≥ 0.5 of 16 samples;
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import pyarrow as pa
 
 from storage.checkpoints import checkpoint_id
 from storage.keys import code_version, hash_json, short_id
 from storage.store import DatasetVersion, Store
-
-
-@dataclass
-class DifficultyConfig:
-    k: int = 8
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_tokens: int = 256
-    seed: int = 0
-    hard_below: float = 0.25
-    easy_from: float = 0.75
-    backend: str = "auto"
-
-    def __post_init__(self) -> None:
-        """Ranges, checked once for the CLI and deployments alike."""
-        from tasks.config_checks import check_float, check_int
-
-        check_int(self, "k", 1, high=4096)
-        check_float(self, "temperature", 0.0)
-        check_float(self, "top_p", 0.0, 1.0, above=True)
-        check_int(self, "max_tokens", 1)
-        check_float(self, "hard_below", 0.0, 1.0, above=True)
-        check_float(self, "easy_from", self.hard_below, 1.0)
+from tasks.evaluation.config import DifficultyConfig
 
 
 def tag(pass_rate: float | None, cfg: DifficultyConfig) -> str:

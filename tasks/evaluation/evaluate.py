@@ -9,27 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
 from tasks.generation.base import SamplingParams, chat_prompt
-
-
-@dataclass
-class EvalConfig:
-    k: int = 8
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_tokens: int = 256
-    seed: int = 0
-    backend: str = "auto"
-
-    def __post_init__(self) -> None:
-        """Ranges, checked once for the CLI and deployments alike."""
-        from tasks.config_checks import check_float, check_int
-
-        check_int(self, "k", 1, high=4096)
-        check_float(self, "temperature", 0.0)
-        check_float(self, "top_p", 0.0, 1.0, above=True)
-        check_int(self, "max_tokens", 1)
 
 
 @dataclass

@@ -31,6 +31,18 @@ class RewardConfig:
     code_mode: str = "soft"        # "soft" (pass fraction) or "hard" (all tests pass)
     scale_code: bool = False       # 2·rate − 1
 
+    def __post_init__(self) -> None:
+        """Finite rewards, a known code mode, and correct above wrong (else RL learns to fail)."""
+        from tasks.config_checks import ConfigError, check_choice, check_float
+
+        for name in ("correct", "wrong"):
+            check_float(self, name)
+        for name in ("missing_think_close", "missing_think_open"):
+            check_float(self, name, optional=True)
+        if self.correct <= self.wrong:
+            raise ConfigError("correct", f"must be above the wrong-answer reward {self.wrong} (got {self.correct})")
+        check_choice(self, "code_mode", ("soft", "hard"))
+
 
 def format_penalty(response: str, cfg: RewardConfig) -> float | None:
     if cfg.missing_think_open is not None and THINK_OPEN not in response:

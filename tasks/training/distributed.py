@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-STRATEGIES = ("ddp", "fsdp")
+from tasks.training.config import STRATEGIES  # noqa: E402  (one list, shared with SFTConfig)
 
 import torch
 import torch.distributed as dist

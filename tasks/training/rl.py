@@ -32,56 +32,17 @@ from typing import Callable
 import torch
 
 from tasks.generation.base import SamplingParams, chat_prompt
-from tasks.grading.rewards import RewardConfig, is_correct, reward_from_grade
+from tasks.grading.rewards import is_correct, reward_from_grade
 from tasks.progress import StepProgress
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.losses import policy_loss
+from tasks.training.config import RLConfig
 from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.rl_data import PromptSampler, load_rl_rows
 from tasks.training.schedule import warmup_constant
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RLConfig:
-    loss: str = "gppo"
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    beta1: float = 1.0                    # GPPO general form (App. A.2); 1 = the paper's Eq. 11
-    beta2: float = 1.0
-    dual_clip: float | None = None        # off, as the paper (the release uses 10)
-    advantage: str = "grpo"               # "drgrpo" drops the std division
-    steps: int = 40
-    prompts_per_step: int = 16            # paper: 128
-    rollouts_per_prompt: int = 8          # paper: 8
-    mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code)
-    micro_batch_size: int = 32            # rollouts per forward/backward
-    lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
-    warmup_steps: int = 2                 # paper: 10 (over far longer runs)
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    sft_alpha: float = 0.1                # paper ablation: 0.1 best
-    filter_zero_variance: bool = True
-    overlong_filter: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    seed: int = 0
-    save_every: int = 20
-    keep_checkpoints: int = 2
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
-    eval_every: int = 0
-    eval_k: int = 4
-    backend: str = "hf"                   # "vllm" on GPU
-    old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
-    bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
-    #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
-    domains: tuple[str, ...] = ("math", "code")
-    min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
-    max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
 
 
 def default_rl_lr(hidden: int) -> float:

@@ -23,57 +23,13 @@ import torch
 
 from tasks.progress import StepProgress
 from tasks.training import distributed as dist_utils
+from tasks.training.config import SFTConfig
 from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint, save_model
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SFTConfig:
-    epochs: int = 3
-    max_steps: int | None = None          # stop early after this many optimizer steps
-    lr: float | None = None               # None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
-    min_lr_ratio: float = 0.5             # paper: cosine 8e-5 → 4e-5
-    warmup_ratio: float = 0.03
-    weight_decay: float = 0.0
-    batch_size: int = 16                  # packed sequences per optimizer step (global, all ranks)
-    micro_batch_size: int | None = None   # sequences per forward/backward (None: min(8, batch_size));
-    #   accumulation = batch/micro
-    seq_len: int = 512                    # packed sequence length (demo examples are < 200 tokens)
-    grad_clip: float = 1.0
-    seed: int = 0
-    save_every: int = 50
-    keep_checkpoints: int = 2
-    gradient_checkpointing: bool = False  # trade compute for memory on long contexts
-    bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
-    strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
-
-    def __post_init__(self) -> None:
-        """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
-        `--lr 0` or `inf` would train at the default lr or into NaN weights, `--epochs 0` write an
-        untrained checkpoint, `--seq-len 1` train nothing."""
-        from tasks.config_checks import ConfigError, check_float, check_int
-
-        check_int(self, "epochs", 1)
-        check_int(self, "max_steps", 1, optional=True)
-        check_float(self, "lr", 0.0, above=True, optional=True)
-        check_float(self, "min_lr_ratio", 0.0, 1.0)
-        check_float(self, "warmup_ratio", 0.0, 0.99)
-        check_float(self, "weight_decay", 0.0)
-        check_int(self, "batch_size", 1)
-        if self.micro_batch_size is None:
-            self.micro_batch_size = min(8, self.batch_size)
-        check_int(self, "micro_batch_size", 1)
-        if self.micro_batch_size > self.batch_size:
-            raise ConfigError("micro_batch_size", f"must not exceed --batch-size {self.batch_size} "
-                                                  f"(got {self.micro_batch_size})")
-        check_int(self, "seq_len", 8)
-        check_float(self, "grad_clip", 0.0, above=True)
-        check_int(self, "save_every", 1)
-        check_int(self, "keep_checkpoints", 1)
 
 
 @dataclass

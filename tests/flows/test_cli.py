@@ -60,8 +60,11 @@ def test_curate_prints_summary_and_reruns_identically(tmp_path):
 
 
 @pytest.mark.parametrize("extra, msg", [
-    (["--domains", "math,poetry"], "--domains: expected a comma-separated subset of code, math"),
-    (["--loss", "ppo2"], "--loss 'ppo2': unknown policy loss (known: cispo, gppo, grpo)"),
+    (["--domains", "math,poetry"],
+     "domains (--domains) must be a non-empty list of distinct names from code, math (got ('math', 'poetry'))"),
+    (["--loss", "ppo2"], "loss (--loss) must be one of cispo, gppo, grpo (got 'ppo2')"),
+    (["--rollouts-per-prompt", "1"], "rollouts_per_prompt (--rollouts-per-prompt) must be at least 2 (got 1)"),
+    (["--temperature", "nan"], "temperature (--temperature) must be a finite number (got nan)"),
 ])
 def test_rl_flag_errors_are_one_line(extra, msg, tmp_path):
     model = tmp_path / "m"
@@ -81,7 +84,7 @@ def test_sft_unknown_strategy_is_one_line(tmp_path):
     data.write_text('{"problem": "1+1?", "response": "2"}\n')
     r = run(["sft", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"), "--nproc", "2",
              "--strategy", "zero3"], tmp_path)
-    assert r.returncode == 2 and r.stderr.strip() == "klear: error: --strategy must be one of ddp, fsdp, not 'zero3'", r.stderr
+    assert r.returncode == 2 and r.stderr.strip() == "klear: error: strategy (--strategy) must be one of ddp, fsdp (got 'zero3')", r.stderr
 
 
 @pytest.mark.parametrize("command, suffix, why", [

@@ -1,0 +1,143 @@
+"""Typed configs of SFT and RL training. Light (no torch at import): the CLI reads its defaults from
+them, and they double as the flows' parameters, so a deployment run is checked exactly as the CLI is:
+a bad value fails when the config is made, before any model loads."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tasks.generation.sampling import Sampling
+from tasks.grading.rewards import RewardConfig
+
+STRATEGIES = ("ddp", "fsdp")        # several processes: replicas, or parameters/grads/optimizer sharded (FSDP2)
+ROLLOUT_BACKENDS = ("hf", "vllm")   # the policy itself (CPU/GPU), or vLLM with weights synced in place (GPU)
+OLD_LOGPROBS = ("auto", "rollout", "recompute")
+
+
+@dataclass
+class SFTConfig:
+    epochs: int = 3
+    max_steps: int | None = None          # stop early after this many optimizer steps
+    lr: float | None = None               # None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
+    min_lr_ratio: float = 0.5             # paper: cosine 8e-5 → 4e-5
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    batch_size: int = 16                  # packed sequences per optimizer step (global, all ranks)
+    micro_batch_size: int | None = None   # sequences per forward/backward (None: min(8, batch_size));
+    #   accumulation = batch/micro
+    seq_len: int = 512                    # packed sequence length (demo examples are < 200 tokens)
+    grad_clip: float = 1.0
+    seed: int = 0
+    save_every: int = 50
+    keep_checkpoints: int = 2
+    gradient_checkpointing: bool = False  # trade compute for memory on long contexts
+    bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
+    strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
+
+    def __post_init__(self) -> None:
+        """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
+        `--lr 0` or `inf` would train at the default lr or into NaN weights, `--epochs 0` write an
+        untrained checkpoint, `--seq-len 1` train nothing."""
+        from tasks.config_checks import ConfigError, check_choice, check_float, check_int
+
+        check_int(self, "epochs", 1)
+        check_int(self, "max_steps", 1, optional=True)
+        check_float(self, "lr", 0.0, above=True, optional=True)
+        check_float(self, "min_lr_ratio", 0.0, 1.0)
+        check_float(self, "warmup_ratio", 0.0, 0.99)
+        check_float(self, "weight_decay", 0.0)
+        check_int(self, "batch_size", 1)
+        if self.micro_batch_size is None:
+            self.micro_batch_size = min(8, self.batch_size)
+        check_int(self, "micro_batch_size", 1)
+        if self.micro_batch_size > self.batch_size:
+            raise ConfigError("micro_batch_size", f"must not exceed --batch-size {self.batch_size} "
+                                                  f"(got {self.micro_batch_size})")
+        check_int(self, "seq_len", 8)
+        check_float(self, "grad_clip", 0.0, above=True)
+        check_int(self, "seed", 0)
+        check_int(self, "save_every", 1)
+        check_int(self, "keep_checkpoints", 1)
+        check_choice(self, "strategy", STRATEGIES)
+
+
+@dataclass
+class RLConfig(Sampling):
+    loss: str = "gppo"
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    beta1: float = 1.0                    # GPPO general form (App. A.2); 1 = the paper's Eq. 11
+    beta2: float = 1.0
+    dual_clip: float | None = None        # off, as the paper (the release uses 10)
+    advantage: str = "grpo"               # "drgrpo" drops the std division
+    steps: int = 40
+    prompts_per_step: int = 16            # paper: 128
+    rollouts_per_prompt: int = 8          # paper: 8
+    mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code)
+    micro_batch_size: int = 32            # rollouts per forward/backward
+    lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
+    warmup_steps: int = 2                 # paper: 10 (over far longer runs)
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    sft_alpha: float = 0.1                # paper ablation: 0.1 best
+    filter_zero_variance: bool = True
+    overlong_filter: bool = False
+    temperature: float = 1.0              # rollouts sample the raw policy (the paper's RL setting)
+    top_p: float = 1.0
+    save_every: int = 20
+    keep_checkpoints: int = 2
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
+    eval_every: int = 0
+    eval_k: int = 4
+    backend: str = "hf"                   # "vllm" on GPU
+    old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
+    bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
+    #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
+    domains: tuple[str, ...] = ("math", "code")
+    min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
+    max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
+
+    def __post_init__(self) -> None:
+        """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
+        least 2 rollouts (one rollout has zero reward variance: no advantage, nothing learned); the
+        rollouts of a step must fill every mini-batch."""
+        from tasks.config_checks import (ConfigError, check_choice, check_existing_file, check_float, check_int,
+                                         check_subset)
+        from tasks.evaluation.config import MAX_K
+        from tasks.grading.registry import GRADERS
+        from tasks.training.advantages import ADVANTAGES
+        from tasks.training.losses import POLICY_LOSSES
+
+        self.check_sampling()
+        check_choice(self, "loss", POLICY_LOSSES)
+        check_choice(self, "advantage", ADVANTAGES)
+        check_float(self, "eps_low", 0.0, 1.0)
+        check_float(self, "eps_high", 0.0)
+        check_float(self, "beta1", 0.0)
+        check_float(self, "beta2", 0.0)
+        check_float(self, "dual_clip", 1.0, above=True, optional=True)
+        check_int(self, "steps", 1)
+        check_int(self, "prompts_per_step", 1)
+        check_int(self, "rollouts_per_prompt", 2, high=MAX_K)
+        check_int(self, "mini_batches", 1)
+        rollouts = self.prompts_per_step * self.rollouts_per_prompt
+        if self.mini_batches > rollouts:
+            raise ConfigError("mini_batches", f"must not exceed the {rollouts} rollouts of a step "
+                                              f"(got {self.mini_batches})")
+        check_int(self, "micro_batch_size", 1)
+        check_float(self, "lr", 0.0, above=True, optional=True)
+        check_int(self, "warmup_steps", 0)
+        check_float(self, "weight_decay", 0.0)
+        check_float(self, "grad_clip", 0.0, above=True)
+        check_float(self, "sft_alpha", 0.0)
+        check_int(self, "save_every", 1)
+        check_int(self, "keep_checkpoints", 1)
+        check_existing_file(self, "eval_benchmark", optional=True)
+        check_int(self, "eval_every", 0)
+        check_int(self, "eval_k", 1, high=MAX_K)
+        check_choice(self, "backend", ROLLOUT_BACKENDS)
+        check_choice(self, "old_logprobs", OLD_LOGPROBS)
+        self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
+        check_subset(self, "domains", GRADERS)
+        check_float(self, "min_pass_rate", 0.0, 1.0, optional=True)
+        check_float(self, "max_pass_rate", self.min_pass_rate or 0.0, 1.0, optional=True)
