@@ -1,0 +1,167 @@
+"""A memory plan for an RL run, made from shapes alone (no weights loaded), so a user sees before renting
+GPUs whether a configuration fits, and why not.
+
+Per GPU, for the trainer (fp32 master weights, bf16 autocast, AdamW), with P parameters over N ranks:
+
+    weights 4P, gradients 4P, AdamW moments 8P bytes   (ddp: each rank holds all; fsdp: each holds 1/N)
+    fsdp working set       2 blocks' parameters gathered in fp32 (the current block and the prefetched next)
+    activations            per micro-batch of T tokens, saved for backward in bf16 (2 bytes/element), per
+                           layer and token: 7h + 2·kv + 4·I elements (norm inputs/outputs, q/k/v, attention
+                           and o-projection outputs; SwiGLU gate, up, act(gate) and product), h = hidden,
+                           kv = kv_heads·head_dim, I = intermediate; with gradient checkpointing only each
+                           layer's input (h) is kept, plus one layer's full set while it is recomputed
+    logits                 T·V fp32 log-probabilities and their gradient: 8·T·V bytes (V = vocabulary)
+
+For a colocated vLLM engine on the same GPU (one per rank, or per tensor-parallel group of `tp` ranks):
+
+    engine weights         2P/tp bytes (bf16)
+    KV cache               whatever `gpu_memory_utilization` of the GPU leaves after the engine's weights;
+                           2 (K and V) · layers · kv_heads · head_dim · 2 bytes per token
+    peak                   trainer + engine, or max(trainer, engine) when the engine sleeps (frees its
+                           memory) during the update
+
+The plan refuses (one line, the largest term named) when the peak passes the GPU's memory, or when the KV
+cache cannot hold one full-length sequence (prompt + max_tokens).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1 << 30
+
+# HF config fields of model shapes a user may plan for without downloading them
+SHAPES: dict[str, dict] = {
+    "qwen3-8b": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                 "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                 "tie_word_embeddings": False, "model_type": "qwen3"},
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+    qkv_bias: bool = False                # Qwen2 has biases on q, k, v
+    qk_norm: bool = False                 # Qwen3 normalises q and k per head (two head_dim weights)
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict) -> "Shape":
+        heads = cfg["num_attention_heads"]
+        return cls(hidden=cfg["hidden_size"], intermediate=cfg["intermediate_size"],
+                   layers=cfg["num_hidden_layers"], heads=heads,
+                   kv_heads=cfg.get("num_key_value_heads") or heads,
+                   head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads, vocab=cfg["vocab_size"],
+                   tied=bool(cfg.get("tie_word_embeddings", False)),
+                   qkv_bias=cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias")),
+                   qk_norm=cfg.get("model_type") == "qwen3")
+
+    @property
+    def block_params(self) -> int:
+        """One decoder block: q, k, v, o projections (+ q/k/v biases, + q/k norms), SwiGLU MLP (3 matrices),
+        two RMSNorms."""
+        q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = self.hidden * q_out + 2 * self.hidden * kv_out + q_out * self.hidden
+        attention += (q_out + 2 * kv_out) * self.qkv_bias + 2 * self.head_dim * self.qk_norm
+        return attention + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    @property
+    def params(self) -> int:
+        embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
+        return self.layers * self.block_params + embeddings + self.hidden
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu_memory_gib: float = 80.0          # an A100/H100 80 GB
+    nproc: int = 1                        # ranks (one GPU each)
+    strategy: str = "ddp"                 # "ddp" (replicas) or "fsdp" (sharded)
+    gradient_checkpointing: bool = True   # long responses need it
+    engine: bool = True                   # a colocated vLLM engine per rank / tp group
+    engine_sleeps: bool = True            # the engine frees its memory during the update
+    tp: int = 1                           # tensor-parallel ranks per engine
+    gpu_memory_utilization: float = 0.5   # the engine's share of the GPU while it runs
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts_per_step: int
+    rollouts_per_prompt: int
+    micro_batch_size: int                 # rollouts per forward/backward
+    prompt_tokens: int                    # longest prompt
+    max_tokens: int                       # longest response
+
+    @property
+    def sequence_tokens(self) -> int:
+        return self.prompt_tokens + self.max_tokens
+
+
+@dataclass(frozen=True)
+class Plan:
+    lines: list[tuple[str, float]]        # (what, GiB per GPU)
+    trainer_gib: float
+    engine_gib: float
+    peak_gib: float
+    kv_cache_gib: float
+    concurrent_sequences: int             # full-length sequences the KV cache holds at once
+    tokens_per_step: int
+    refusal: str | None                   # why it cannot run, or None
+
+    def render(self) -> str:
+        rows = [f"  {what:<34} {gib:10.2f} GiB" for what, gib in self.lines]
+        rows += [f"  {'trainer peak':<34} {self.trainer_gib:10.2f} GiB",
+                 f"  {'engine (weights + KV cache)':<34} {self.engine_gib:10.2f} GiB",
+                 f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
+                 f"  KV cache {self.kv_cache_gib:.2f} GiB holds {self.concurrent_sequences} full-length sequences",
+                 f"  tokens per step (upper bound): {self.tokens_per_step:,}"]
+        verdict = f"refused: {self.refusal}" if self.refusal else "fits"
+        return "\n".join(rows + [verdict])
+
+
+def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
+    """The per-GPU memory plan of an RL run (formulas in the module docstring)."""
+    p = shape.params
+    share = hw.nproc if hw.strategy == "fsdp" else 1
+    tokens = work.micro_batch_size * work.sequence_tokens
+    kv = shape.kv_heads * shape.head_dim
+    per_layer_token = 7 * shape.hidden + 2 * kv + 4 * shape.intermediate
+    if hw.gradient_checkpointing:
+        activations = 2 * tokens * (shape.layers * shape.hidden + per_layer_token)
+    else:
+        activations = 2 * tokens * shape.layers * per_layer_token
+    lines = [("weights (fp32)", 4 * p / share), ("gradients (fp32)", 4 * p / share),
+             ("AdamW moments (fp32)", 8 * p / share)]
+    if hw.strategy == "fsdp" and hw.nproc > 1:
+        lines.append(("fsdp gathered blocks (fp32)", 2 * 4 * shape.block_params))
+    lines += [("activations (bf16)", activations), ("logits + grad (fp32)", 8 * tokens * shape.vocab)]
+    lines = [(what, b / GIB) for what, b in lines]
+    trainer = sum(g for _, g in lines)
+    gpu = hw.gpu_memory_gib
+    engine_weights = 2 * p / hw.tp / GIB if hw.engine else 0.0
+    kv_cache = max(0.0, hw.gpu_memory_utilization * gpu - engine_weights) if hw.engine else 0.0
+    engine = engine_weights + kv_cache
+    peak = max(trainer, engine) if hw.engine_sleeps else trainer + engine
+    concurrent = int(kv_cache * GIB // (shape.kv_bytes_per_token * work.sequence_tokens)) if hw.engine else 0
+    refusal = None
+    if peak > gpu:
+        biggest = max(lines + [("engine", engine)], key=lambda x: x[1])
+        refusal = (f"needs {peak:.1f} GiB per GPU, more than {gpu:g} GiB (largest: {biggest[0]} "
+                   f"{biggest[1]:.1f} GiB); try --strategy fsdp, more GPUs, a smaller micro batch or shorter "
+                   f"responses")
+    elif hw.engine and concurrent < 1:
+        refusal = (f"the engine's KV cache ({kv_cache:.1f} GiB) cannot hold one {work.sequence_tokens}-token "
+                   f"sequence ({shape.kv_bytes_per_token * work.sequence_tokens / GIB:.1f} GiB); raise "
+                   f"gpu_memory_utilization or tp")
+    return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
+                concurrent_sequences=concurrent,
+                tokens_per_step=work.prompts_per_step * work.rollouts_per_prompt * work.sequence_tokens,
+                refusal=refusal)
