@@ -13,10 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import verify_cli
+from flows.cli_config_options import build_config, with_config_options
 from flows.cli_defaults import default_of
 from flows.cli_common import UserError, click_exceptions, early_defaults, parse_pairs, quiet_prefect_defaults
 from tasks.curation.config import CurateConfig
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
+from tasks.grading.rewards import RewardConfig
 from tasks.training.config import RLConfig, SFTConfig
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
@@ -197,10 +199,14 @@ def _starting(what: str, detail: str) -> None:
 
 def _config(cls, **kw):
     """The config type checks itself (as it does for a deployment's parameters): its message, one line."""
+    return _checked(lambda: cls(**kw))
+
+
+def _checked(build):
     from tasks.config_checks import ConfigError
 
     try:
-        return cls(**kw)
+        return build()
     except ConfigError as e:
         raise UserError(e.message) from None
 
@@ -344,36 +350,20 @@ def _check_data(data: str) -> None:
 
 
 @app.command()
+@with_config_options(RLConfig, nested={"reward": RewardConfig})
 def rl(
     model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint)"),
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
-    loss: str = typer.Option(default_of(RLConfig, "loss"), "--loss", help="Policy loss: gppo (paper), grpo (clip-higher), cispo"),
-    steps: int = typer.Option(default_of(RLConfig, "steps"), "--steps"),
-    prompts_per_step: int = typer.Option(default_of(RLConfig, "prompts_per_step"), "--prompts-per-step"),
-    rollouts_per_prompt: int = typer.Option(default_of(RLConfig, "rollouts_per_prompt"), "--rollouts-per-prompt"),
-    mini_batches: int = typer.Option(default_of(RLConfig, "mini_batches"), "--mini-batches", help="Optimizer steps per rollout batch"),
-    lr: Optional[float] = typer.Option(default_of(RLConfig, "lr"), "--lr", help="Default: scaled to model width"),
-    sft_alpha: float = typer.Option(default_of(RLConfig, "sft_alpha"), "--sft-alpha", help="Weight of the NLL term on correct rollouts"),
-    temperature: float = typer.Option(default_of(RLConfig, "temperature"), "--temperature", help="Rollout temperature"),
-    top_p: float = typer.Option(default_of(RLConfig, "top_p"), "--top-p"),
-    max_tokens: int = typer.Option(default_of(RLConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
-    eval_benchmark: Optional[str] = typer.Option(default_of(RLConfig, "eval_benchmark"), "--eval-benchmark", help="Held-out canonical file evaluated during training"),
-    eval_every: int = typer.Option(default_of(RLConfig, "eval_every"), "--eval-every"),
-    backend: str = typer.Option(default_of(RLConfig, "backend"), "--backend", help="Rollout engine: hf (CPU/GPU) or vllm (GPU, weights synced in place)"),
-    domains: str = typer.Option(",".join(default_of(RLConfig, "domains")), "--domains", help="Problem domains to train on (comma-separated)"),
-    seed: int = typer.Option(default_of(RLConfig, "seed"), "--seed"),
-    resume: bool = typer.Option(False, "--resume"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    **settings,
 ) -> None:
     """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
     _check_model_dir("--model", model)
     _check_data(data)
-    cfg = _rl_config(loss=loss, steps=steps, prompts_per_step=prompts_per_step, rollouts_per_prompt=rollouts_per_prompt,
-                     mini_batches=mini_batches, lr=lr, sft_alpha=sft_alpha, temperature=temperature, top_p=top_p,
-                     max_tokens=max_tokens, eval_benchmark=eval_benchmark, eval_every=eval_every, backend=backend,
-                     seed=seed, domains=domains)
+    cfg = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
     quiet_prefect_defaults()
-    _starting(f"rl ({loss})", f"training into {out}")
+    _starting(f"rl ({cfg.loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
 
     try:

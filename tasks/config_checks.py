@@ -21,11 +21,16 @@ class ConfigError(ValueError):
 
     @property
     def flag(self) -> str:
-        return "--" + self.field.rsplit(".", 1)[-1].replace("_", "-")
+        """`eps_high` → `--eps-high`; a nested config's field `reward.code_mode` → `--reward-code-mode`."""
+        return "--" + self.field.replace(".", "-").replace("_", "-")
 
     @property
     def message(self) -> str:
         return f"{self.field} ({self.flag}) {self.detail}"
+
+    def within(self, parent: str) -> "ConfigError":
+        """The same error for a config nested in field `parent` of another config."""
+        return ConfigError(f"{parent}.{self.field}", self.detail)
 
     def __str__(self) -> str:
         return self.message

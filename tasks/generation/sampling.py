@@ -20,8 +20,8 @@ from tasks.generation.base import SamplingParams
 class Sampling:
     temperature: float = 0.6   # the paper's evaluation temperature
     top_p: float = 0.95        # the paper's evaluation top-p
-    max_tokens: int = 256      # demo responses are < 150 tokens
-    seed: int = 0
+    max_tokens: int = 256      # response budget in tokens (demo responses are < 150)
+    seed: int = 0              # seeds sampling (and, in training, data order and initialisation)
 
     def check_sampling(self) -> None:
         from tasks.config_checks import check_float, check_int

@@ -24,10 +24,10 @@ from tasks.grading.math_grader import THINK_CLOSE, THINK_OPEN
 
 @dataclass
 class RewardConfig:
-    correct: float = 1.0
-    wrong: float = -1.0
-    missing_think_close: float | None = -0.5
-    missing_think_open: float | None = -2.0
+    correct: float = 1.0                        # a correct answer (math; code gets 1.0, or +1 scaled)
+    wrong: float = -1.0                         # a wrong math answer
+    missing_think_close: float | None = -0.5    # format penalty: no </think> in the response
+    missing_think_open: float | None = -2.0     # format penalty: no <think> in the response
     code_mode: str = "soft"        # "soft" (pass fraction) or "hard" (all tests pass)
     scale_code: bool = False       # 2·rate − 1
 

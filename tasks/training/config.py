@@ -62,40 +62,40 @@ class SFTConfig:
 
 @dataclass
 class RLConfig(Sampling):
-    loss: str = "gppo"
-    eps_low: float = 0.2
-    eps_high: float = 0.28
+    loss: str = "gppo"                    # policy loss: gppo (the paper's), grpo (clip-higher), cispo
+    eps_low: float = 0.2                  # lower clip: ratio 1 − ε_l (paper: 0.2)
+    eps_high: float = 0.28                # upper clip: ratio 1 + ε_h (paper: 0.28, clip-higher)
     beta1: float = 1.0                    # GPPO general form (App. A.2); 1 = the paper's Eq. 11
-    beta2: float = 1.0
+    beta2: float = 1.0                    # GPPO general form, the other side of the clip; 1 = Eq. 11
     dual_clip: float | None = None        # off, as the paper (the release uses 10)
-    advantage: str = "grpo"               # "drgrpo" drops the std division
-    steps: int = 40
+    advantage: str = "grpo"               # group-normalised (grpo), or "drgrpo" without the std division
+    steps: int = 40                       # rollout batches (each gives `mini_batches` optimizer steps)
     prompts_per_step: int = 16            # paper: 128
     rollouts_per_prompt: int = 8          # paper: 8
     mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code)
     micro_batch_size: int = 32            # rollouts per forward/backward
     lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
     warmup_steps: int = 2                 # paper: 10 (over far longer runs)
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    sft_alpha: float = 0.1                # paper ablation: 0.1 best
-    filter_zero_variance: bool = True
-    overlong_filter: bool = False
+    weight_decay: float = 0.1             # AdamW
+    grad_clip: float = 1.0                # max gradient norm
+    sft_alpha: float = 0.1                # weight α of the NLL term on correct rollouts (paper ablation: 0.1 best)
+    filter_zero_variance: bool = True     # drop groups whose rollouts all got the same reward (no signal)
+    overlong_filter: bool = False         # leave truncated rollouts out of the loss
     temperature: float = 1.0              # rollouts sample the raw policy (the paper's RL setting)
-    top_p: float = 1.0
-    save_every: int = 20
-    keep_checkpoints: int = 2
+    top_p: float = 1.0                    # the paper's RL setting
+    save_every: int = 20                  # checkpoint every N rollout batches
+    keep_checkpoints: int = 2             # older checkpoints are deleted
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
-    eval_every: int = 0
-    eval_k: int = 4
-    backend: str = "hf"                   # "vllm" on GPU
+    eval_every: int = 0                   # 0: no evaluation during training
+    eval_k: int = 4                       # samples per held-out problem
+    backend: str = "hf"                   # rollout engine: hf (the policy itself) or vllm (GPU)
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
-    domains: tuple[str, ...] = ("math", "code")
-    min_pass_rate: float | None = None    # with difficulty tags: keep problems in this pass-rate window
-    max_pass_rate: float | None = None    # (paper: code ≥ 0.5 of 16 samples; math: a majority of 16)
+    domains: tuple[str, ...] = ("math", "code")  # problem domains to train on (comma-separated)
+    min_pass_rate: float | None = None    # with difficulty tags: keep problems whose pass rate is at least this
+    max_pass_rate: float | None = None    # with difficulty tags: ... and at most this (paper: code ≥ 0.5 of 16)
 
     def __post_init__(self) -> None:
         """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
