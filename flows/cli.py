@@ -197,12 +197,8 @@ def _starting(what: str, detail: str) -> None:
     print(f"klear {what}: {detail} ({where})", file=sys.stderr, flush=True)
 
 
-def _config(cls, **kw):
-    """The config type checks itself (as it does for a deployment's parameters): its message, one line."""
-    return _checked(lambda: cls(**kw))
-
-
 def _checked(build):
+    """Build a config; it checks itself (as it does for a deployment's parameters): its message, one line."""
     from tasks.config_checks import ConfigError
 
     try:
@@ -218,32 +214,21 @@ def _check_model_dir(flag: str, path: str) -> None:
 
 
 @app.command()
+@with_config_options(SFTConfig)
 def sft(
     model: str = typer.Option(..., "--model", help="HF model directory to start from"),
     data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
-    epochs: int = typer.Option(default_of(SFTConfig, "epochs"), "--epochs"),
-    max_steps: Optional[int] = typer.Option(default_of(SFTConfig, "max_steps"), "--max-steps", help="Stop after this many optimizer steps"),
-    lr: Optional[float] = typer.Option(default_of(SFTConfig, "lr"), "--lr", help="Peak learning rate (default: scaled to model width)"),
-    batch_size: int = typer.Option(default_of(SFTConfig, "batch_size"), "--batch-size", help="Packed sequences per optimizer step"),
-    micro_batch_size: Optional[int] = typer.Option(default_of(SFTConfig, "micro_batch_size"), "--micro-batch-size", help="Default: min(8, --batch-size)"),
-    seq_len: int = typer.Option(default_of(SFTConfig, "seq_len"), "--seq-len", help="Packed sequence length in tokens"),
-    save_every: int = typer.Option(default_of(SFTConfig, "save_every"), "--save-every", help="Checkpoint every N optimizer steps"),
-    gradient_checkpointing: bool = typer.Option(default_of(SFTConfig, "gradient_checkpointing"), "--gradient-checkpointing"),
-    seed: int = typer.Option(default_of(SFTConfig, "seed"), "--seed"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
-    strategy: str = typer.Option(default_of(SFTConfig, "strategy"), "--strategy", help="With --nproc > 1: ddp (a replica per process) or "
-                                 "fsdp (parameters, gradients and optimizer state sharded, FSDP2)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    **settings,
 ) -> None:
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
     _check_model_dir("--model", model)
     _check_data(data)
     if nproc < 1:
         raise UserError(f"--nproc must be at least 1 (got {nproc})")
-    cfg = _config(SFTConfig, epochs=epochs, max_steps=max_steps, lr=lr, batch_size=batch_size,
-                  micro_batch_size=micro_batch_size, seq_len=seq_len, save_every=save_every,
-                  gradient_checkpointing=gradient_checkpointing, seed=seed, strategy=strategy)
+    cfg = _checked(lambda: build_config(SFTConfig, settings))
     quiet_prefect_defaults()
     _starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
@@ -257,16 +242,12 @@ def sft(
 
 
 @app.command("eval")
+@with_config_options(EvalConfig)
 def eval_(
     model: str = typer.Option(..., "--model", help="HF model directory"),
     benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
-    k: int = typer.Option(default_of(EvalConfig, "k"), "--k", help="Samples per problem"),
-    seed: int = typer.Option(default_of(EvalConfig, "seed"), "--seed"),
-    temperature: float = typer.Option(default_of(EvalConfig, "temperature"), "--temperature"),
-    top_p: float = typer.Option(default_of(EvalConfig, "top_p"), "--top-p"),
-    max_tokens: int = typer.Option(default_of(EvalConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
-    backend: str = typer.Option(default_of(EvalConfig, "backend"), "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
     store: Optional[str] = StoreOpt,
+    **settings,
 ) -> None:
     """avg@k and pass@k on benchmarks; prints one JSON summary line per benchmark."""
     import json
@@ -281,8 +262,7 @@ def eval_(
             load_benchmark(path)
         except ValueError as e:
             raise UserError(f"--benchmark {name}={path}: {e}") from None
-    cfg = _config(EvalConfig, k=k, seed=seed, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                  backend=backend)
+    cfg = _checked(lambda: build_config(EvalConfig, settings))
     quiet_prefect_defaults()
     from flows.evaluate import evaluate as eval_flow
 
@@ -292,36 +272,25 @@ def eval_(
 
 
 @app.command("tag-difficulty")
+@with_config_options(DifficultyConfig)
 def tag_difficulty(
     model: str = typer.Option(..., "--model", help="HF model directory that samples the answers"),
-    k: int = typer.Option(default_of(DifficultyConfig, "k"), "--k", help="Samples per problem"),
     store: Optional[str] = StoreOpt,
-    hard_below: float = typer.Option(default_of(DifficultyConfig, "hard_below"), "--hard-below", help="pass rate below this (and > 0) is hard"),
-    easy_from: float = typer.Option(default_of(DifficultyConfig, "easy_from"), "--easy-from", help="pass rate from this is easy"),
-    temperature: float = typer.Option(default_of(DifficultyConfig, "temperature"), "--temperature"),
-    top_p: float = typer.Option(default_of(DifficultyConfig, "top_p"), "--top-p"),
-    max_tokens: int = typer.Option(default_of(DifficultyConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
-    backend: str = typer.Option(default_of(DifficultyConfig, "backend"), "--backend", help="auto (vLLM on GPU when installed), hf, vllm"),
-    seed: int = typer.Option(default_of(DifficultyConfig, "seed"), "--seed"),
+    **settings,
 ) -> None:
     """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
     from storage.store import Store, resolve_store
+
     _check_model_dir("--model", model)
     root = resolve_store(store)
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
-    cfg = _config(DifficultyConfig, k=k, hard_below=hard_below, easy_from=easy_from, temperature=temperature,
-                  top_p=top_p, max_tokens=max_tokens, backend=backend, seed=seed)
+    cfg = _checked(lambda: build_config(DifficultyConfig, settings))
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
     v = tag_flow(model=model, store=root, config=cfg)
-    console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={k}) is now current in {Store(root).catalog_path}")
-
-
-def _rl_config(domains: str, **kw) -> RLConfig:
-    """RLConfig from flags; `--domains a,b` is the config's tuple of domain names."""
-    return _config(RLConfig, domains=tuple(d.strip() for d in domains.split(",") if d.strip()), **kw)
+    console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={cfg.k}) is now current in {Store(root).catalog_path}")
 
 
 def _check_data(data: str) -> None:
@@ -375,51 +344,74 @@ def rl(
 
 
 @app.command()
+@with_config_options(RLConfig, skip=("seed", "eval_benchmark"), nested={"reward": RewardConfig})
 def ablate(
-    model: str = typer.Option(..., "--model"),
-    data: str = typer.Option(..., "--data"),
-    out: str = typer.Option(..., "--out"),
+    model: str = typer.Option(..., "--model", help="HF model directory every run starts from"),
+    data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
+    out: str = typer.Option(..., "--out", help="Directory of the runs (one content-addressed directory each)"),
     benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
-    losses: str = typer.Option("gppo,grpo,cispo", "--losses"),
-    seeds: str = typer.Option("1,2", "--seeds"),
-    steps: int = typer.Option(default_of(RLConfig, "steps"), "--steps"),
-    prompts_per_step: int = typer.Option(default_of(RLConfig, "prompts_per_step"), "--prompts-per-step"),
-    rollouts_per_prompt: int = typer.Option(default_of(RLConfig, "rollouts_per_prompt"), "--rollouts-per-prompt"),
-    mini_batches: int = typer.Option(default_of(RLConfig, "mini_batches"), "--mini-batches"),
-    lr: Optional[float] = typer.Option(default_of(RLConfig, "lr"), "--lr", help="Default: scaled to model width"),
-    eval_every: int = typer.Option(default_of(RLConfig, "eval_every"), "--eval-every", help="0: steps/4"),
-    eval_k: int = typer.Option(default_of(RLConfig, "eval_k"), "--eval-k"),
-    max_tokens: int = typer.Option(default_of(RLConfig, "max_tokens"), "--max-tokens", help="Response budget in tokens"),
-    domains: str = typer.Option(",".join(default_of(RLConfig, "domains")), "--domains", help="Problem domains to train on (comma-separated)"),
+    vary: Optional[list[str]] = typer.Option(None, "--vary", help="FIELD=V1,V2: an RL setting and its values "
+                                             "(nested: reward.code_mode=soft,hard; a tuple's items joined by |); "
+                                             "repeat: every combination is an arm"),
+    losses: Optional[str] = typer.Option(None, "--losses", help="Shorthand for --vary loss=...; with neither, "
+                                         "the arms are gppo,grpo,cispo"),
+    seeds: str = typer.Option("1,2", "--seeds", help="Comma-separated seeds; each arm runs once per seed"),
+    store: Optional[str] = StoreOpt,
+    **settings,
 ) -> None:
-    """Compare policy losses on equal data and seeds: final and best held-out avg@k per loss."""
+    """Compare RL settings on equal data and seeds: per arm, mean final held-out avg@k with its 95% interval
+    and mean best avg@k. Runs are cached: a rerun trains nothing, an added seed trains only that seed."""
+    from tasks.training.ablation import arm_config, arms, parse_value
+
     _check_model_dir("--model", model)
     _check_data(data)
     bench = benchmark.split("=", 1)[-1]
-    if not Path(bench).exists():
+    if not Path(bench).is_file():
         raise UserError(f"--benchmark {benchmark}: no such file")
-    names = [x.strip() for x in losses.split(",") if x.strip()]
     try:
         seed_list = [int(x) for x in seeds.split(",") if x.strip()]
     except ValueError:
         raise UserError(f"--seeds {seeds!r}: expected comma-separated integers") from None
-    base = None
-    for name in names:
-        base = _rl_config(loss=name, steps=steps, prompts_per_step=prompts_per_step,
-                          rollouts_per_prompt=rollouts_per_prompt, mini_batches=mini_batches, lr=lr,
-                          max_tokens=max_tokens, eval_every=eval_every, eval_k=eval_k, domains=domains)
-    if not names:
-        raise UserError("--losses: expected a comma-separated list of policy losses")
+    if not seed_list:
+        raise UserError("--seeds: expected at least one seed")
+    axes = _vary_axes(vary or [], losses)
+    base = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
+    axes = _checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
+    _checked(lambda: [arm_config(base, arm, s) for arm in arms(axes) for s in seed_list])
     quiet_prefect_defaults()
+    _starting("ablate", f"{len(arms(axes))} arms × {len(seed_list)} seeds into {out}")
     from flows.rl import ablate as ablate_flow
 
-    table = ablate_flow(model=model, data=data, out=out, benchmark=bench, losses=names, seeds=seed_list, config=base)
-    t = Table(title=f"held-out avg@{eval_k} (mean over seeds {seed_list})")
-    for col in ("loss", "final avg@k", "best avg@k"):
+    table = ablate_flow(model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list, config=base,
+                        store=store)
+    t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
+    for col in ("arm", "final avg@k", "best avg@k"):
         t.add_column(col)
     for r in table:
-        t.add_row(r["loss"], f"{r['final_avg_at_k']:.3f}", f"{r['best_avg_at_k']:.3f}")
+        ci = f" ± {r['final_ci95']:.3f}" if r["final_ci95"] is not None else ""
+        t.add_row(r["arm"], f"{r['final_avg_at_k']:.3f}{ci}", f"{r['best_avg_at_k']:.3f}")
     console.print(t)
+
+
+def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:
+    """`--vary FIELD=V1,V2` (repeatable) and `--losses` as {field: [value text]}; default: the three losses."""
+    axes: dict[str, list[str]] = {}
+    for item in vary:
+        name, eq, values = item.partition("=")
+        name = name.strip().replace("-", "_")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not (eq and name and items):
+            raise UserError(f"--vary {item!r}: expected FIELD=VALUE1,VALUE2")
+        if name in axes:
+            raise UserError(f"--vary {name}: given twice")
+        axes[name] = items
+    if losses is not None:
+        if "loss" in axes:
+            raise UserError("--losses and --vary loss=... both given: use one")
+        axes = {"loss": [v.strip() for v in losses.split(",") if v.strip()], **axes}
+        if not axes["loss"]:
+            raise UserError("--losses: expected a comma-separated list of policy losses")
+    return axes or {"loss": ["gppo", "grpo", "cispo"]}
 
 
 @app.command()

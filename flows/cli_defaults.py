@@ -1,7 +1,7 @@
-"""CLI option defaults read from the config types, so every default is written once (in the config) and
-`klear <stage> --help` shows the value a run will use.
+"""CLI option defaults read from the config types, for options declared by hand (curate's, whose flags
+are not the pydantic field names); the dataclass configs' options are generated (cli_config_options.py).
 
-    typer.Option(default_of(SFTConfig, "epochs"), "--epochs")   # 3, as SFTConfig says
+    typer.Option(default_of(CurateConfig, "ngram"), "--ngram")   # 9, as CurateConfig says
 """
 from __future__ import annotations
 

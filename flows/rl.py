@@ -1,15 +1,20 @@
-"""The `rl` flow (GPPO by default) and the `ablate` flow (losses × seeds on the same data)."""
+"""The `rl` flow (GPPO by default) and the `ablate` flow (any RL settings × seeds on the same data)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 
-from storage.keys import hash_json, short_id
-from storage.store import Store, store_of
+from storage.checkpoints import checkpoint_id
+from storage.keys import hash_file, hash_json, short_id
+from storage.refs import data_ref
+from storage.store import Store, resolve_store, store_of
+from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
+from tasks.training.ablation import arm_config, arms, label, summarize
+from tasks.training.metrics import read_metrics
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
@@ -23,34 +28,59 @@ def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: b
 
 
 @flow(name="ablate", log_prints=True)
-def ablate(model: str, data: str, out: str, benchmark: str, losses: list[str] = ["gppo", "grpo", "cispo"],
-           seeds: list[int] = [1, 2], config: RLConfig = RLConfig(), store: str | None = None) -> list[dict]:
-    """Train one RL run per (loss, seed) from the same model and data, evaluating held-out avg@k every
-    `config.eval_every` steps; report final and best avg@k per loss (mean over seeds)."""
-    store = store or store_of(data)
+def ablate(model: str, data: str, out: str, benchmark: str,
+           vary: dict[str, list] = {"loss": ["gppo", "grpo", "cispo"]}, seeds: list[int] = [1, 2],
+           config: RLConfig = RLConfig(), store: str | None = None) -> list[dict]:
+    """Train one RL run per (arm, seed) from the same model and data — the arms are every combination of
+    the `vary` values (tasks/training/ablation.py) — evaluating held-out avg@k every `config.eval_every`
+    steps; report per arm the mean final avg@k with its 95% interval and the mean best avg@k. Runs are
+    content-addressed under `out`: a rerun trains nothing, an added seed or arm trains only that run."""
+    store = store or store_of(data) or resolve_store(None)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
-    ablation = short_id("ab", hash_json({"model": model, "data": data, "benchmark": benchmark, "losses": losses,
-                                         "seeds": seeds, "config": cfg.__dict__}))
+    plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in arms(vary) for seed in seeds]  # all checked first
+    ablation = short_id("ab", hash_json({"model": checkpoint_id(model), "data": data_key(data),
+                                         "benchmark": benchmark, "vary": vary, "seeds": seeds,
+                                         "config": asdict(cfg)}))
     runs = []
-    for loss in losses:
-        for seed in seeds:
-            res = rl_train_task(model, data, str(Path(out) / f"{loss}-seed{seed}"), replace(cfg, loss=loss, seed=seed),
-                                False, store)
-            runs.append({"ablation": ablation, "loss": loss, "seed": seed, **res})
-    table = []
-    for loss in losses:
-        mine = [r for r in runs if r["loss"] == loss]
-        table.append({"loss": loss, "seeds": len(mine),
-                      "final_avg_at_k": sum(r["final_avg_at_k"] for r in mine) / len(mine),
-                      "best_avg_at_k": sum(r["best_avg_at_k"] for r in mine) / len(mine)})
+    for arm, seed, run_cfg in plan:
+        run_out = run_dir(out, model, data, run_cfg)
+        res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store)
+        runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
+                     **res})
+    table = summarize(runs)
     create_table_artifact(key="ablation-table", table=table,
-                          description=f"Ablation {ablation}: held-out avg@{cfg.eval_k}, mean over seeds {seeds}")
-    if store:
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        cat = Store(store).catalog
-        for r in runs:
-            cat.insert_once("ablations", {"id": f"{ablation}-{r['loss']}-{r['seed']}", "ablation": ablation,
-                                          "loss": r["loss"], "seed": r["seed"], "checkpoint": r["checkpoint"],
-                                          "final_avg_at_k": r["final_avg_at_k"], "best_avg_at_k": r["best_avg_at_k"],
-                                          "steps": r["steps"], "benchmark": benchmark, "created": created})
+                          description=f"Ablation {ablation}: held-out avg@{cfg.eval_k}, mean (95% interval) over "
+                                      f"seeds {seeds}")
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    cat = Store(store).catalog
+    for r in runs:
+        cat.insert_once("ablations", {"id": f"{ablation}-{r['arm']}-{r['seed']}", "ablation": ablation,
+                                      "arm": r["arm"], "settings": r["settings"], "loss": r["loss"],
+                                      "seed": r["seed"], "checkpoint": r["checkpoint"],
+                                      "final_avg_at_k": r["final_avg_at_k"], "best_avg_at_k": r["best_avg_at_k"],
+                                      "steps": r["steps"], "benchmark": benchmark, "created": created})
     return table
+
+
+def data_key(data: str) -> str:
+    """What identifies the training data: a file's content hash, or a store's dataset version."""
+    ref = data_ref(data)
+    if ref is None:
+        return hash_file(data)
+    return ref.version or Store(ref.store).current_version() or ref.store
+
+
+def run_dir(out: str, model: str, data: str, cfg: RLConfig) -> Path:
+    """Where one ablation run trains: keyed by the model, the data, its whole config and the training code."""
+    return Path(out) / stage_key("rl", {"model": checkpoint_id(model), "data": data_key(data)}, cfg, TRAINING_CODE)
+
+
+def finished_run(run_out: Path) -> dict | None:
+    """A finished run's figures from its lineage and metrics, or None to train it."""
+    if not finished(run_out):
+        return None
+    rows = read_metrics(run_out)
+    evals = [r["eval_avg_at_k"] for r in rows if "eval_avg_at_k" in r]
+    return {"checkpoint": checkpoint_id(run_out), "out": str(run_out), "steps": rows[-1]["step"] if rows else 0,
+            "final_reward": rows[-1].get("reward_mean") if rows else None,
+            "final_avg_at_k": evals[-1] if evals else None, "best_avg_at_k": max(evals) if evals else None}

@@ -7,7 +7,8 @@ latest Parquet of each kind, so users can query everything with plain SQL.
   config JSON, created) — lineage from any checkpoint back to its data and config.
 - `evaluations`: one row per (checkpoint, benchmark, k, seed, settings): avg@k, pass@k, n_problems, and
   `infra` / `infra_problems` (infra-outcome samples, and problems with only those, left out of the metrics).
-- `ablations`: one row per (ablation, loss, seed) run: final and best held-out avg@k.
+- `ablations`: one row per (ablation, arm, seed) run: final and best held-out avg@k (`loss` always,
+  `arm` / `settings` name what the arm changed).
 - `current_views`: which dataset and file each view points at (so publishing twice changes nothing).
 Later stages add `verifications`, `evaluations`, `checkpoints` through `append_rows`.
 """
@@ -73,6 +74,8 @@ CREATE TABLE IF NOT EXISTS ablations (
 -- added after the first release: ALTER so catalogs created before gain the columns (NULL for old rows)
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS infra INTEGER;
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS infra_problems INTEGER;
+ALTER TABLE ablations ADD COLUMN IF NOT EXISTS arm VARCHAR;        -- e.g. loss=gppo,sft_alpha=0.1
+ALTER TABLE ablations ADD COLUMN IF NOT EXISTS settings JSON;      -- the arm's overrides
 CREATE TABLE IF NOT EXISTS current_views (
     name VARCHAR PRIMARY KEY,
     dataset VARCHAR NOT NULL,

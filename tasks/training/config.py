@@ -15,20 +15,21 @@ OLD_LOGPROBS = ("auto", "rollout", "recompute")
 
 @dataclass
 class SFTConfig:
-    epochs: int = 3
+    epochs: int = 3                       # passes over the data (paper: 4)
     max_steps: int | None = None          # stop early after this many optimizer steps
-    lr: float | None = None               # None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
-    min_lr_ratio: float = 0.5             # paper: cosine 8e-5 → 4e-5
-    warmup_ratio: float = 0.03
-    weight_decay: float = 0.0
-    batch_size: int = 16                  # packed sequences per optimizer step (global, all ranks)
+    lr: float | None = None               # peak; None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
+    min_lr_ratio: float = 0.5             # cosine decay ends at this share of lr (paper: 8e-5 → 4e-5)
+    warmup_ratio: float = 0.03            # share of the steps spent warming up linearly
+    weight_decay: float = 0.0             # AdamW
+    batch_size: int | None = None         # packed sequences per optimizer step (global, all ranks); None:
+    #   auto, sized to the data: 16, or fewer so that a run makes ~1,000 steps (sft.py auto_batch_size)
     micro_batch_size: int | None = None   # sequences per forward/backward (None: min(8, batch_size));
     #   accumulation = batch/micro
-    seq_len: int = 512                    # packed sequence length (demo examples are < 200 tokens)
-    grad_clip: float = 1.0
-    seed: int = 0
-    save_every: int = 50
-    keep_checkpoints: int = 2
+    seq_len: int = 512                    # packed sequence length in tokens (demo examples are < 200)
+    grad_clip: float = 1.0                # max gradient norm
+    seed: int = 0                         # data order and initialisation
+    save_every: int = 50                  # checkpoint every N optimizer steps
+    keep_checkpoints: int = 2             # older checkpoints are deleted
     gradient_checkpointing: bool = False  # trade compute for memory on long contexts
     bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
     strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
@@ -45,11 +46,11 @@ class SFTConfig:
         check_float(self, "min_lr_ratio", 0.0, 1.0)
         check_float(self, "warmup_ratio", 0.0, 0.99)
         check_float(self, "weight_decay", 0.0)
-        check_int(self, "batch_size", 1)
-        if self.micro_batch_size is None:
-            self.micro_batch_size = min(8, self.batch_size)
+        check_int(self, "batch_size", 1, optional=True)
+        if self.micro_batch_size is None:  # an auto batch lowers it at train time if the batch is smaller
+            self.micro_batch_size = min(8, self.batch_size or 8)
         check_int(self, "micro_batch_size", 1)
-        if self.micro_batch_size > self.batch_size:
+        if self.batch_size is not None and self.micro_batch_size > self.batch_size:
             raise ConfigError("micro_batch_size", f"must not exceed --batch-size {self.batch_size} "
                                                   f"(got {self.micro_batch_size})")
         check_int(self, "seq_len", 8)

@@ -201,3 +201,20 @@ def test_a_bad_data_row_is_one_line_before_any_flow_and_a_bad_corpus_row_is_skip
                          capture_output=True, text=True, timeout=300)
     assert sft.returncode == 2 and "Traceback" not in sft.stderr, sft.stderr
     assert sft.stderr.strip().splitlines()[-1].startswith("klear: error: --data") and "row 2" in sft.stderr
+
+
+@pytest.mark.parametrize("vary, msg", [
+    ("sft_alpha=x", "sft_alpha (--sft-alpha) expects float, got 'x'"),
+    ("temprature=1", "temprature (--temprature) is not a setting of RLConfig"),
+    ("reward.code_mode=soft,partial", "reward.code_mode (--reward-code-mode) must be one of hard, soft (got 'partial')"),
+    ("steps", "--vary 'steps': expected FIELD=VALUE1,VALUE2"),
+])
+def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
+             "--benchmark", str(data), "--vary", vary], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
