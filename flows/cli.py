@@ -221,6 +221,8 @@ def sft(
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
+                                        "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
     **settings,
 ) -> None:
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
@@ -234,7 +236,7 @@ def sft(
     from flows.sft import sft as sft_flow
 
     try:
-        res = sft_flow(model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc)
+        res = sft_flow(model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store)
     except ValueError as e:
         raise UserError(str(e)) from None
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
@@ -325,6 +327,8 @@ def rl(
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
+                                        "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
     **settings,
 ) -> None:
     """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
@@ -336,7 +340,7 @@ def rl(
     from flows.rl import rl as rl_flow
 
     try:
-        res = rl_flow(model=model, data=data, out=out, config=cfg, resume=resume)
+        res = rl_flow(model=model, data=data, out=out, config=cfg, resume=resume, store=store)
     except ValueError as e:
         raise UserError(str(e)) from None
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "

@@ -22,8 +22,9 @@ from tasks.training.rl import RLConfig
 @flow(name="rl", log_prints=True)
 def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: bool = False,
        store: str | None = None) -> dict:
-    """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file)."""
-    store = store or store_of(data)
+    """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file).
+    The checkpoint is registered as `sft` registers its own (`store`, else data's store, else the default)."""
+    store = store or store_of(data) or resolve_store(None)
     return rl_train_task(model, data, out, config, resume, store)
 
 

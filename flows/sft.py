@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from storage.store import store_of
+from storage.store import resolve_store, store_of
 from tasks.training.prefect_tasks import sft_train_task
 from tasks.training.sft import SFTConfig
 
@@ -12,7 +12,8 @@ from tasks.training.sft import SFTConfig
 def sft(model: str, data: str, out: str, config: SFTConfig = SFTConfig(), resume: bool = False,
         nproc: int = 1, store: str | None = None) -> dict:
     """Fine-tune `model` on `data` (a store, or a canonical .jsonl/.parquet) into `out`.
-    `nproc` > 1 launches torchrun over that many local processes. When `data` is a store (or `store` is
-    given) the checkpoint is registered in its catalog with lineage."""
-    store = store or store_of(data)
+    `nproc` > 1 launches torchrun over that many local processes. The checkpoint is registered with its
+    lineage in the catalog of `store`, else of the store `data` names, else of the default store
+    ($KLEAR_STORE or ./klear-store)."""
+    store = store or store_of(data) or resolve_store(None)
     return sft_train_task(model, data, out, config, resume, store, nproc)

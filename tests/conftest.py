@@ -1,9 +1,12 @@
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# training on a file records its checkpoint in the default store: keep that out of the checkout
+os.environ.setdefault("KLEAR_STORE", tempfile.mkdtemp(prefix="klear-test-store-"))
 
 
 @pytest.fixture(scope="session")

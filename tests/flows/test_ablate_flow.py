@@ -1,5 +1,5 @@
 """`ablate` runs every (arm, seed) once: a rerun trains nothing and adds no catalog rows; an added seed
-trains only that seed's runs."""
+trains only that seed's runs. Training on a file records its rows in the default store ($KLEAR_STORE)."""
 import json
 
 import duckdb
@@ -14,7 +14,7 @@ def _metrics_stamp(out):
     return {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/metrics.jsonl")}
 
 
-def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path, prefect_server):
+def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path, prefect_server, monkeypatch):
     from flows.rl import ablate
     from tasks.models.factory import init_model
     from tasks.training.config import RLConfig
@@ -27,8 +27,9 @@ def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path,
     cfg = RLConfig(steps=2, prompts_per_step=2, rollouts_per_prompt=2, mini_batches=1, max_tokens=12, eval_k=1,
                    save_every=2, domains=("math",))
     out, store = tmp_path / "runs", str(tmp_path / "store")
+    monkeypatch.setenv("KLEAR_STORE", store)  # data is a file: rows go to the default store
     kw = dict(model=str(model), data=str(data), out=str(out), benchmark=str(bench),
-              vary={"loss": ["gppo", "grpo"]}, config=cfg, store=store)
+              vary={"loss": ["gppo", "grpo"]}, config=cfg)
 
     first = ablate(seeds=[1], **kw)
     assert [r["arm"] for r in first] == ["loss=gppo", "loss=grpo"]
