@@ -18,7 +18,12 @@ Pipeline (all vectorised):
 5. verification: Jaccard estimated as the fraction of equal signature values; estimates within
    ``exact_margin`` standard errors of the threshold are settled by the exact Jaccard of the two
    shingle sets, so pairs near the threshold do not depend on the seed;
-6. union-find over verified edges (min-label propagation with pointer jumping).
+6. the numbers rule: a verified pair whose texts do not hold the same numbers in the same order is split
+   again (`same_numbers_rule`): for math a different number is a different problem, and at 400 words a
+   one-number change still leaves J ≈ 0.97, so no threshold can tell them apart. A changed lead-in, tail,
+   whitespace or wording around the same numbers still merges, also when the lead-in or tail carries a
+   number of its own ("Problem 7:", "(5 points)"). `numbers_must_match=False` turns the rule off;
+7. union-find over verified edges (min-label propagation with pointer jumping).
 
 Bands and rows: for b*r <= num_perm the candidate probability at similarity s is
     P(s) = 1 - (1 - s^r)^b,
@@ -41,9 +46,12 @@ import gc
 import logging
 import math
 import os
+import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
@@ -69,6 +77,7 @@ class NearDedupConfig:
     chunk_rows: int = 1024  # rows per tokenisation chunk: ~400 KB of text stays in cache (2x faster than 16K)
     workers: int = 2  # tokenisation threads (numpy/pyarrow release the GIL); the machine has 2 cores
     export_rows: int = 8192  # flagged rows copied out of rensa per call (bounds the Python lists)
+    numbers_must_match: bool = True  # near duplicates hold the same numbers (step 6 above)
 
 
 @lru_cache(maxsize=64)
@@ -172,6 +181,53 @@ def exact_jaccard(flat: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.nd
     return out
 
 
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+EDGE_WORDS = 4      # a lead-in or tail's own numbers ("Problem 7:", "(5 points)") sit within this many words
+EDGE_NUMBERS = 2    # ... and are at most this many
+
+
+def normal_number(text: str) -> str:
+    """A written number as a normalised decimal: thousands separators dropped, leading zeros and
+    trailing fractional zeros removed ("1,000" = "1000", "3.50" = "3.5", "007" = "7")."""
+    whole, _, frac = text.replace(",", "").partition(".")
+    frac = frac.rstrip("0")
+    return (whole.lstrip("0") or "0") + ("." + frac if frac else "")
+
+
+def numbers_of(text: str) -> tuple[int, list[tuple[int, str]]]:
+    """(number of whitespace words, [(word index, normalised number)] in reading order), after NFKC (so
+    full-width "１１" is 11). Digits inside words count too ("x2", "3x+5=11"): in math they are numbers."""
+    words = unicodedata.normalize("NFKC", text).split()
+    return len(words), [(w, normal_number(m)) for w, word in enumerate(words) for m in _NUMBER.findall(word)]
+
+
+def same_numbers_rule(a: str, b: str) -> bool:
+    """Whether two texts hold the same numbers in the same order, up to a lead-in's or tail's own numbers:
+    the longer sequence may have at most EDGE_NUMBERS more, all within EDGE_WORDS of its start or end.
+    So "Problem 7: ... 17 ... 23" = "... 17 ... 23", but "... 17 ... 23" ≠ "... 19 ... 23" anywhere."""
+    (na, sa), (nb, sb) = numbers_of(a), numbers_of(b)
+    if [x for _, x in sa] == [x for _, x in sb]:
+        return True
+    (n_long, long), short = ((na, sa), sb) if len(sa) > len(sb) else ((nb, sb), sa)
+    extra = len(long) - len(short)
+    if not 0 < extra <= EDGE_NUMBERS:
+        return False
+    want = [x for _, x in short]
+    for k in range(extra + 1):
+        if [x for _, x in long[k:k + len(short)]] != want:
+            continue
+        lead, tail = long[:k], long[k + len(short):]
+        if all(w < EDGE_WORDS for w, _ in lead) and all(w >= n_long - EDGE_WORDS for w, _ in tail):
+            return True
+    return False
+
+
+def same_numbers(text_of: Callable[[int], str], i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """bool [len(i)]: `same_numbers_rule` for the rows i[p] and j[p] (texts by `text_of`)."""
+    return np.fromiter((same_numbers_rule(text_of(a), text_of(b)) for a, b in zip(i.tolist(), j.tolist())),
+                       bool, len(i))
+
+
 def components(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Smallest member index of each node's connected component (min-label propagation)."""
     label = np.arange(n, dtype=np.int64)
@@ -229,6 +285,11 @@ def near_duplicate_of(texts, config: NearDedupConfig | None = None) -> np.ndarra
         ok[unsure] = exact_jaccard(sub_flat, sub_off, i[unsure], j[unsure]) >= config.threshold
     clock("verification")
     log.info("near-dup: %d candidate pairs, %d settled exactly, %d verified", len(i), len(unsure), int(ok.sum()))
+    if config.numbers_must_match and ok.any():
+        verified = np.flatnonzero(ok)
+        ok[verified] = same_numbers(lambda k: arr[k].as_py(), sub[i[verified]], sub[j[verified]])
+        clock("numbers rule")
+        log.info("near-dup: %d pairs split by the numbers rule", len(verified) - int(ok.sum()))
     label = components(len(sub), i[ok], j[ok])
     dup = label != np.arange(len(sub))
     result[sub[dup]] = sub[label[dup]]

@@ -1,7 +1,9 @@
 """Near-duplicate detection (tasks/curation/near_dedup.py): one hostile behaviour per test."""
 import numpy as np
+import pytest
 
-from tasks.curation.near_dedup import NearDedupConfig, exact_jaccard, lsh_params, near_duplicate_of
+from tasks.curation.near_dedup import (NearDedupConfig, exact_jaccard, lsh_params, near_duplicate_of,
+                                         same_numbers_rule)
 
 INSTR = "Give the final answer in \\boxed{}."
 LONG = ("A farmer plants trees in a rectangular grid with eleven rows and thirteen columns, then removes every "
@@ -76,3 +78,41 @@ def test_empty_and_single_input():
 def test_band_choice_favours_recall():
     b, r = lsh_params(0.8, 128)
     assert b * r <= 128 and 1 - (1 - 0.85**r) ** b > 0.97
+
+
+def _long_problem(words: int, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{a}{b}{c}" for a in "abcdefgh" for b in "abcdefgh" for c in "abcdefgh"]
+    body = " ".join(vocab[i] for i in rng.integers(0, len(vocab), words))
+    return f"A farmer has 17 sheep and 23 goats. {body} How many legs are there?"
+
+
+@pytest.mark.parametrize("words", [20, 60, 150, 400])
+def test_a_changed_number_is_a_different_problem_at_any_length(words):
+    base = _long_problem(words)
+    assert near_duplicate_of([base, base.replace("17", "19")]).tolist() == [-1, -1]
+    assert near_duplicate_of([base, base.replace("23 goats", "23 goats and 4 hens")]).tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("words", [20, 60, 150, 400])
+def test_lead_in_tail_and_spacing_around_the_same_numbers_still_merge(words):
+    base = _long_problem(words)
+    variants = ["Problem 7: " + base, base + " (5 points)", "  ".join(base.split()), "Solve: " + base]
+    assert near_duplicate_of([base, *variants]).tolist() == [-1, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("x = 1,000 and y = 3.50", "x = 1000 and y = 3.5", True),
+    ("find 3x+5=11", "find 3x+5=12", False),
+    ("add 2 then 3", "add 3 then 2", False),                 # order matters
+    ("Task 12. add 2 then 3", "add 2 then 3", True),         # a lead-in's own number
+    ("add 2 then 3 and 4 more in the middle of things", "add 2 then 3 more in the middle of things", False),
+])
+def test_same_numbers_rule(a, b, same):
+    assert same_numbers_rule(a, b) is same
+
+
+def test_the_numbers_rule_can_be_turned_off():
+    base = _long_problem(150)
+    off = NearDedupConfig(numbers_must_match=False)
+    assert near_duplicate_of([base, base.replace("17", "19")], off).tolist() == [-1, 0]
