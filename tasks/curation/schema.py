@@ -1,6 +1,7 @@
 """The canonical problem row and the rules that decide whether an input row is well-formed.
 
-Canonical columns (the product's record schema): id, source, domain, problem, response, answer, tests.
+Canonical columns (the product's record schema): id, source, domain, problem, response, answer, tests,
+then the optional solutions, date, meta (stages append their own columns after these).
 - `problem`: a non-empty string.
 - `domain`: "math" or "code" (case-insensitive); when a row has none, the source's default domain, else
   "code" if the row has tests, else "math".
@@ -9,11 +10,18 @@ Canonical columns (the product's record schema): id, source, domain, problem, re
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
   "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (each observed assert one test), as
   the sandbox's parser (sandbox/testcases.py) reads them.
+- `solutions`: optional; every reference solution of the problem, in the source's order (a list of
+  strings, or its JSON text; blank ones left out); `response` is the first of them when the row has none.
+- `date`: optional; when the problem appeared (a contest date), ISO `YYYY-MM-DD` (an ISO date-time or a
+  date value is cut to its date), so a cutoff date can compare it as text.
+- `meta`: optional; a JSON object of what the source's layout says about the problem beyond the columns
+  (difficulty label, URL, contest, the origin dataset...), stored as canonical JSON text (sorted keys).
 A row that breaks a rule raises `Malformed` (or `InvalidTestsRow` for tests that cannot be judged) with a
 one-line reason and the `dropped` reason in `.reason`; callers record it, never stop.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from dataclasses import dataclass
@@ -33,6 +41,9 @@ PROBLEM_SCHEMA = pa.schema([
     ("response", pa.string()),
     ("answer", pa.string()),
     ("tests", pa.string()),
+    ("solutions", pa.list_(pa.string())),
+    ("date", pa.string()),
+    ("meta", pa.string()),
 ])
 
 DROPPED_SCHEMA = pa.schema([
@@ -67,6 +78,9 @@ class Problem:
     response: str | None = None
     answer: str | None = None
     tests: str | None = None  # canonical JSON text
+    solutions: list[str] | None = None  # every reference solution; response is the first
+    date: str | None = None  # ISO YYYY-MM-DD
+    meta: str | None = None  # canonical JSON text of an object
 
     def as_row(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in PROBLEM_SCHEMA.names}
@@ -121,6 +135,66 @@ def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False)
     return v
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value for a one-line message: its repr (newlines escaped), cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def iso_date(value: Any, field: str = "date") -> str | None:
+    """`value` as an ISO date `YYYY-MM-DD` (None when absent or blank). Accepts a date, a date-time, or
+    text holding an ISO date optionally followed by a time (`2023-08-21T00:00:00`); else Malformed."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime.datetime):
+        return value.date().isoformat()
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value.strip()).date().isoformat()
+        except ValueError:
+            pass
+    raise Malformed(f"{field} must be an ISO date (YYYY-MM-DD), got {_shown(value)}")
+
+
+def _solutions(row: Mapping[str, Any]) -> list[str] | None:
+    v = row.get("solutions")
+    if isinstance(v, str):
+        try:
+            v = json.loads(v) if v.strip() else None
+        except (ValueError, RecursionError):
+            raise Malformed("solutions is not a JSON list") from None
+    if v is None:
+        return None
+    if not isinstance(v, (list, tuple)):
+        raise Malformed(f"solutions must be a list of strings, got {type(v).__name__}")
+    for i, s in enumerate(v):
+        if not isinstance(s, str):
+            raise Malformed(f"solutions[{i}] must be a string, got {type(s).__name__}")
+    kept = [s for s in v if s.strip()]
+    return kept or None
+
+
+def _meta(row: Mapping[str, Any]) -> str | None:
+    v = row.get("meta")
+    if isinstance(v, str):
+        try:
+            v = json.loads(v) if v.strip() else None
+        except (ValueError, RecursionError):
+            raise Malformed("meta is not valid JSON") from None
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise Malformed(f"meta must be an object, got {type(v).__name__}")
+    try:
+        return json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False) if v else None
+    except (TypeError, ValueError) as e:  # a value JSON cannot hold (an object, NaN)
+        raise Malformed(f"meta: {e}") from None
+    except RecursionError:
+        raise Malformed("meta is nested too deep") from None
+
+
 def to_problem(row: Any, source: str, default_domain: str | None = None) -> Problem:
     """Map one (already layout-mapped) input row to a canonical Problem, or raise Malformed."""
     if not isinstance(row, Mapping):
@@ -137,12 +211,25 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
     if not isinstance(domain, str) or domain.strip().lower() not in DOMAINS:
         raise Malformed(f"unknown domain {domain!r} (expected one of {', '.join(DOMAINS)})")
     domain = domain.strip().lower()
+    solutions = _solutions(row)
+    response = _optional_text(row, "response")
+    if response is None and solutions:
+        response = solutions[0]
+    meta = _meta(row)
+    from tasks.curation.sources import check_value
+
+    why = check_value([solutions, meta])  # text a layout decoded (a lone surrogate escape, deep nesting)
+    if why:
+        raise Malformed(f"solutions/meta: {why}")
     return Problem(
         id=problem_id(domain, problem),
         source=source,
         domain=domain,
         problem=problem,
-        response=_optional_text(row, "response"),
+        response=response,
         answer=_optional_text(row, "answer", numbers_ok=True),
         tests=json.dumps(tests, sort_keys=True, ensure_ascii=False) if tests is not None else None,
+        solutions=solutions,
+        date=iso_date(row.get("date")),
+        meta=meta,
     )

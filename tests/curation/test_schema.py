@@ -35,6 +35,17 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "tests": '{"inputs": [' + "[" * 200 + "]" * 200 + '], "outputs": ["1"]}'}, "nested deeper"),
     ({"problem": "p", "tests": '{"inputs": ["\\udc00"], "outputs": ["1"]}'}, "lone surrogate"),
     ({"problem": "p", "tests": '{"inputs": [' + "9" * 5000 + '], "outputs": ["1"]}'}, "tests is not valid JSON"),
+    ({"problem": "p", "solutions": "print(1)"}, "solutions is not a JSON list"),
+    ({"problem": "p", "solutions": {"a": "x"}}, "solutions must be a list of strings, got dict"),
+    ({"problem": "p", "solutions": ["ok", 7]}, r"solutions\[1\] must be a string, got int"),
+    ({"problem": "p", "solutions": ["x \ud800"]}, "lone surrogate"),
+    ({"problem": "p", "date": "21/08/2023"}, r"date must be an ISO date \(YYYY-MM-DD\), got '21/08/2023'"),
+    ({"problem": "p", "date": "2023-02-30"}, "date must be an ISO date"),
+    ({"problem": "p", "date": 2023}, "date must be an ISO date"),
+    ({"problem": "p", "date": "2023-08-21 and more\nlines" * 9}, r"got '2023-08-21 and more\\nlines.*\.\.\.$"),
+    ({"problem": "p", "meta": [1]}, "meta must be an object, got list"),
+    ({"problem": "p", "meta": "{oops"}, "meta is not valid JSON"),
+    ({"problem": "p", "meta": {"x": float("nan")}}, "meta: Out of range float"),
 ])
 def test_malformed_rows_give_a_reason(row, why):
     with pytest.raises(Malformed, match=why):
@@ -71,6 +82,21 @@ def test_tests_three_forms_and_canonical_json():
         p = to_problem({"problem": "p", "tests": json.dumps(f)}, "s")
         assert json.loads(p.tests) == f
     assert parse_tests("") is None
+
+
+def test_optional_solutions_date_and_meta():
+    import datetime
+
+    p = to_problem({"problem": "p", "solutions": ["<think>a</think> 1", "  ", "<think>b</think> 1"],
+                    "date": datetime.datetime(2024, 5, 6, 7, 8), "meta": '{"z": 1, "a": "é"}'}, "s")
+    assert p.solutions == ["<think>a</think> 1", "<think>b</think> 1"] and p.response == p.solutions[0]
+    assert (p.date, p.meta) == ("2024-05-06", '{"a": "é", "z": 1}')
+    assert to_problem({"problem": "p", "date": datetime.date(2020, 1, 2)}, "s").date == "2020-01-02"
+    assert to_problem({"problem": "p", "date": " 2020-01-02T00:00:00Z "}, "s").date == "2020-01-02"
+    bare = to_problem({"problem": "p", "solutions": [], "date": "", "meta": {}}, "s")
+    assert (bare.solutions, bare.date, bare.meta, bare.response) == (None, None, None, None)
+    assert list(bare.as_row()) == ["id", "source", "domain", "problem", "response", "answer", "tests",
+                                   "solutions", "date", "meta"]
 
 
 def test_numeric_answer_kept_as_text():
