@@ -3,7 +3,8 @@
 Layout (root is a local directory or an fsspec URL):
     <root>/datasets/<version-id>/<table>.parquet   one file per table (problems, dropped, ...)
     <root>/datasets/<version-id>/manifest.json     written last: a version exists iff its manifest does
-    <root>/catalog.duckdb                          the catalog (local stores; see `catalog_path`)
+    <root>/catalog.duckdb                          the catalog users query: a snapshot, replaced after each write
+    <root>/.catalog.record/                        the catalog's record and lock (storage/catalog.py; private)
 
 A version id is `ds-` + the first 16 hex digits of the hash of everything that determines its content
 (input file hashes, parameters, code version), so writing the same version twice is a no-op.
@@ -15,7 +16,6 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -145,6 +145,6 @@ class Store:
         return self.catalog.publish(version_id, {t: self.table_url(version_id, t) for t in v.tables})
 
     def current_version(self) -> str | None:
-        if not Path(self.catalog_path).exists():
+        if not Catalog(self.catalog_path).exists():
             return None
         return self.catalog.current_dataset("problems")

@@ -79,3 +79,13 @@ def test_store_of_a_data_argument(tmp_path):
     assert store_of(str(tmp_path / "s")) == str(tmp_path / "s")
     assert store_of(f"{tmp_path}/s#ds-0123") == f"{tmp_path}/s"
     assert store_of(str(f)) is None
+
+
+def test_current_version_of_a_store_without_a_catalog_creates_nothing(tmp_path):
+    store = Store(str(tmp_path / "s"))
+    assert store.current_version() is None
+    assert not (tmp_path / "s").exists()
+    v = store.write_version(_version(), _tables())
+    store.publish(v.id)
+    (tmp_path / "s" / "catalog.duckdb").unlink()  # the users' snapshot is gone, the record still knows
+    assert store.current_version() == v.id
