@@ -2,10 +2,20 @@
 RL on the same held-out benchmark). Every stage's output is content-addressed (tasks/pipeline/stages.py):
 a second run with the same parameters recomputes nothing, a changed RL parameter reruns only RL and the
 evaluations, and a killed run resumes from the finished stages (and from a stage's last checkpoint).
-Each stage prints a line when it starts and when it ends (tasks/progress.py: StageLog)."""
+Each stage prints a line when it starts and when it ends (tasks/progress.py: StageLog).
+
+With `config.gpu_pool` the training and generation stages (SFT, difficulty tags, RL, the evaluations) run
+as deployment runs (`run_deployment`, prefect.yaml's `*/default` on the klear-gpu work pool) that show as
+child runs of the pipeline run; curation, verification and the base model run where the pipeline runs.
+Only store references cross: dataset versions (`STORE#VERSION`) and checkpoint directories in the store.
+The pipeline computes each stage's content address itself and looks for the finished output first, so
+a rerun starts no child run at all; a child that ends other than Completed fails the pipeline with one
+line naming the stage and the child run."""
 from __future__ import annotations
 
+import os
 import tempfile
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,12 +25,13 @@ from prefect.cache_policies import NONE
 
 from flows.curate import curate
 from flows.verify import verify
+from storage.checkpoints import checkpoint_id
 from storage.keys import hash_file, hash_json
 from storage.refs import DatasetRef
 from storage.store import Store, resolve_store
 from tasks.curation.config import CurateConfig
 from tasks.curation.prefect_tasks import publish_dataset_task
-from tasks.evaluation.difficulty import DifficultyConfig
+from tasks.evaluation.difficulty import DifficultyConfig, difficulty_version_id
 from tasks.evaluation.evaluate import EvalConfig
 from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig
@@ -71,6 +82,8 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
     `store` overrides `config.store`, so a deployment run takes `--param store=DIR` alone."""
     log = get_run_logger()
     store = resolve_store(store or config.store)
+    if config.gpu_pool:  # child runs get the same absolute paths (the store is shared by the pools)
+        store = shared_path(store)
     stages = StageLog(planned_stages(config), also=log.info)
     if config.demo:
         with stages.stage("demo-data") as st:
@@ -100,41 +113,37 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
             st.cached = finished(_base_dir(store, config.model_preset, config.seed, sources))
             base = base_model_task(store, config.model_preset, config.seed, sources)
             st.figure = f"{config.model_preset} preset"
+    if config.gpu_pool:
+        base = shared_path(base)
     sft_out = sft_dir(store, base, dataset, config.sft)
     with stages.stage("sft") as st:
         st.cached = finished(sft_out)
         if not st.cached:
-            sft_train_task(base, str(DatasetRef(store, dataset)), str(sft_out), config.sft, True, store,
-                           config.sft_nproc)
+            train_sft(config, store, str(base), dataset, sft_out)
         st.figure = _last_metric(sft_out, "loss", "final loss {:.4f}")
     log.info("SFT checkpoint: %s", sft_out)
 
     rl_data = dataset
     if config.difficulty_k:
         with stages.stage("tag-difficulty") as st:
-            since = _now()
-            tagged = tag_difficulty_task(store, str(sft_out), DifficultyConfig(k=config.difficulty_k, seed=config.seed,
-                                                                               max_tokens=config.eval_max_tokens),
-                                         parent=dataset)
-            publish_dataset_task(store, tagged["id"])
-            st.cached, st.figure = _made_before(tagged, since), _difficulty_counts(store, tagged["id"])
-        rl_data = tagged["id"]
+            rl_data, st.cached = tag_difficulty_stage(config, store, str(sft_out), dataset)
+            st.figure = _difficulty_counts(store, rl_data)
     rl_out = rl_dir(store, str(sft_out), rl_data, config.rl)
     with stages.stage("rl") as st:
         st.cached = finished(rl_out)
         if not st.cached:
-            rl_train_task(str(sft_out), str(DatasetRef(store, rl_data)), str(rl_out), config.rl, True, store)
+            train_rl(config, store, str(sft_out), rl_data, rl_out)
         st.figure = _last_metric(rl_out, "reward_mean", "final reward {:.3f}")
     log.info("RL checkpoint: %s", rl_out)
 
     if config.eval_benchmark not in benchmarks:
         raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
     ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
-    bench = benchmarks[config.eval_benchmark]
+    bench = shared_path(benchmarks[config.eval_benchmark]) if config.gpu_pool else benchmarks[config.eval_benchmark]
     results = {}
     for stage, path in (("base", base), ("sft", sft_out), ("rl", rl_out)):
         with stages.stage(f"eval-{stage}") as st:
-            results[stage], st.cached = evaluate_cached(str(path), config.eval_benchmark, bench, ecfg, store)
+            results[stage], st.cached = evaluate_stage(config, f"eval-{stage}", str(path), bench, ecfg, store)
             st.figure = f"{config.eval_benchmark} avg@{config.eval_k} {results[stage]['avg_at_k']:.3f}"
     summary = {"store": store, "dataset": dataset, "rl_dataset": rl_data, "base": str(base), "sft": str(sft_out),
                "rl": str(rl_out), "benchmark": config.eval_benchmark, "k": config.eval_k,
@@ -143,12 +152,118 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
     return summary
 
 
-def evaluate_cached(model: str, name: str, path: str, cfg: EvalConfig, store: str) -> tuple[dict, bool]:
-    """The evaluation's catalog row, and whether it was found there (True) or computed now (False)."""
+# -- stages that run in this process, or as deployment runs on the GPU pool (config.gpu_pool) --------
+
+CHILD_POLL_S = 3  # seconds between reads of a child run's state (a stage takes minutes to hours)
+
+
+class StageRunFailed(RuntimeError):
+    """A stage's deployment run (a child of the pipeline run) did not complete, or left no output."""
+
+
+def shared_path(path: str) -> str:
+    """A store, model or benchmark path as both pools must name it: absolute (a URL stays as it is)."""
+    return path if "://" in path else os.path.abspath(path)
+
+
+def run_stage_deployment(config: PipelineConfig, stage: str, kind: str, parameters: dict) -> None:
+    """Run deployment `config.deployment_for(kind)` as a child flow run of this pipeline run (linked
+    under a task run of the pipeline, so the UI nests it) and wait for its final state. Anything but
+    Completed raises StageRunFailed with one line naming the stage and the child run."""
+    from prefect import runtime
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+
+    name = config.deployment_for(kind)
+    try:
+        child = run_deployment(name, parameters=parameters, flow_run_name=f"{runtime.flow_run.name}-{stage}",
+                               poll_interval=CHILD_POLL_S)
+    except ObjectNotFound:
+        raise StageRunFailed(f"pipeline: stage {stage}: no deployment {name!r} on the Prefect server "
+                             f"(gpu_pool needs prefect.yaml's deployments: `prefect deploy --all`)") from None
+    get_run_logger().info("stage %s: child flow run %s (%s) of %s on pool %s: %s", stage, child.name, child.id,
+                          name, child.work_pool_name, child.state.name if child.state else "no state")
+    if child.state is None or not child.state.is_completed():
+        raise StageRunFailed(child_failure(stage, name, child))
+
+
+def child_failure(stage: str, deployment: str, child) -> str:
+    """One line: the stage, the child run (name, id, deployment) and how it ended, with the first 300
+    characters of its state message (whitespace collapsed)."""
+    state = child.state
+    how = state.name if state else "without a state"
+    why = " ".join((state.message or "").split()) if state else ""
+    return (f"pipeline: stage {stage} failed: child flow run {child.name} ({child.id}) of {deployment} "
+            f"ended {how}" + (f": {why[:300]}" if why else ""))
+
+
+def _require_output(present: bool, stage: str, what: str, store: str) -> None:
+    if not present:
+        raise StageRunFailed(f"pipeline: stage {stage}: its child run completed but {what} is missing from "
+                             f"{store}: both work pools must see that store and run the same code")
+
+
+def train_sft(config: PipelineConfig, store: str, base: str, dataset: str, out: Path) -> None:
+    data = str(DatasetRef(store, dataset))
+    if not config.gpu_pool:
+        sft_train_task(base, data, str(out), config.sft, True, store, config.sft_nproc)
+        return
+    run_stage_deployment(config, "sft", "sft", {"model": base, "data": data, "out": str(out),
+                                                "config": asdict(config.sft), "resume": True,
+                                                "nproc": config.sft_nproc, "store": store})
+    _require_output(finished(out), "sft", f"a finished checkpoint in {out}", store)
+
+
+def tag_difficulty_stage(config: PipelineConfig, store: str, model: str, parent: str) -> tuple[str, bool]:
+    """The tagged dataset version (published as the store's current one) and whether it was found.
+    Its id is content-addressed (parent version, model weights, config, code), so the pipeline finds
+    it in the store before starting a deployment run, and the tag-difficulty flow makes the same id."""
+    cfg = DifficultyConfig(k=config.difficulty_k, seed=config.seed, max_tokens=config.eval_max_tokens)
+    if not config.gpu_pool:
+        since = _now()
+        tagged = tag_difficulty_task(store, model, cfg, parent=parent)
+        publish_dataset_task(store, tagged["id"])
+        return tagged["id"], _made_before(tagged, since)
+    version = difficulty_version_id(parent, checkpoint_id(model), cfg)
+    found = Store(store).has_version(version)
+    if found:
+        publish_dataset_task(store, version)  # as the tag-difficulty flow does after tagging
+    else:
+        run_stage_deployment(config, "tag-difficulty", "tag-difficulty",
+                             {"model": model, "store": store, "config": asdict(cfg), "parent": parent})
+        _require_output(Store(store).has_version(version), "tag-difficulty", f"dataset version {version}", store)
+    return version, found
+
+
+def train_rl(config: PipelineConfig, store: str, sft: str, dataset: str, out: Path) -> None:
+    data = str(DatasetRef(store, dataset))
+    if not config.gpu_pool:
+        rl_train_task(sft, data, str(out), config.rl, True, store)
+        return
+    run_stage_deployment(config, "rl", "rl", {"model": sft, "data": data, "out": str(out),
+                                              "config": asdict(config.rl), "resume": True, "store": store})
+    _require_output(finished(out), "rl", f"a finished checkpoint in {out}", store)
+
+
+def evaluate_stage(config: PipelineConfig, stage: str, model: str, bench_path: str, cfg: EvalConfig,
+                   store: str) -> tuple[dict, bool]:
+    """The evaluation's catalog row, and whether it was found there (True) or computed now (False).
+    Its id hashes the checkpoint's weights, the benchmark's content and `cfg`, so it is found whichever
+    pool computed it."""
     from tasks.evaluation.record import evaluation_id, find_evaluation
 
-    row = find_evaluation(store, evaluation_id(model, path, cfg))
-    return (row, True) if row else (evaluate_task(model, name, path, cfg, store), False)
+    eval_id = evaluation_id(model, bench_path, cfg)
+    row = find_evaluation(store, eval_id)
+    if row:
+        return row, True
+    name = config.eval_benchmark
+    if not config.gpu_pool:
+        return evaluate_task(model, name, bench_path, cfg, store), False
+    run_stage_deployment(config, stage, "evaluate", {"model": model, "benchmarks": {name: bench_path},
+                                                     "config": asdict(cfg), "store": store})
+    row = find_evaluation(store, eval_id)
+    _require_output(row is not None, stage, f"evaluation {eval_id} in {Store(store).catalog_path}", store)
+    return row, False
 
 
 # -- headline figures of the stages ------------------------------------------------------------

@@ -2,13 +2,18 @@
 
 Defaults are the demo: bundled data, tiny model, CPU, a budget of minutes on 2 cores. For real runs set
 `demo=False`, give `sources`/`benchmarks`, a `base_model` directory and GPU-sized SFT/RL settings.
+
+`gpu_pool=True` runs SFT, difficulty tagging, RL and the evaluations as child flow runs of the deployments
+named in `gpu_deployments` (prefect.yaml puts them on the `klear-gpu` work pool); curation, verification
+and the base model stay where the pipeline runs. The stages exchange store references only, so the store
+must be a path (or URL) that both pools reach under the same name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.training.rl import RLConfig
-from tasks.training.sft import SFTConfig
+from tasks.config_checks import ConfigError
+from tasks.training.config import RLConfig, SFTConfig
 
 
 def _demo_sft() -> SFTConfig:
@@ -22,6 +27,11 @@ def _demo_rl() -> RLConfig:
     # math only: code rewards for a tiny random-init model are all 0 (zero-variance groups, dropped anyway)
     return RLConfig(steps=20, prompts_per_step=16, rollouts_per_prompt=8, mini_batches=2, lr=1e-4,
                     max_tokens=160, save_every=10, domains=("math",))
+
+
+# stage → "FLOW/DEPLOYMENT" run when gpu_pool is on (the deployments of prefect.yaml on klear-gpu)
+GPU_DEPLOYMENTS = {"sft": "sft/default", "tag-difficulty": "tag-difficulty/default", "rl": "rl/default",
+                   "evaluate": "evaluate/default"}
 
 
 @dataclass
@@ -43,3 +53,53 @@ class PipelineConfig:
     rl: RLConfig = field(default_factory=_demo_rl)
     eval_k: int = 4
     eval_max_tokens: int = 160
+    gpu_pool: bool = False                        # SFT, tags, RL, evals as deployment runs (klear-gpu pool)
+    #   that show as child runs of the pipeline run; False: all in the pipeline's own process (the demo)
+    gpu_deployments: dict[str, str] = field(default_factory=lambda: dict(GPU_DEPLOYMENTS))  # overrides
+
+    def __post_init__(self) -> None:
+        """Ranges, names and files, checked when the config is made (the CLI and a deployment run alike):
+        the demo's size, known model preset, source and benchmark files that exist (local or fsspec;
+        `hf:` sources are checked when read), the reported benchmark among the benchmarks, a base model
+        directory with a config.json, and `gpu_deployments` naming only known stages, each FLOW/DEPLOYMENT."""
+        from tasks.config_checks import check_float, check_int
+        from tasks.models.presets import PRESETS
+
+        check_float(self, "demo_scale", 0.0, 100.0, above=True)
+        check_int(self, "min_tests", 0)
+        check_int(self, "seed", 0)
+        check_int(self, "sft_nproc", 1)
+        check_int(self, "difficulty_k", 0, high=4096)
+        check_int(self, "eval_k", 1, high=4096)
+        check_int(self, "eval_max_tokens", 1)
+        if self.model_preset not in PRESETS:
+            raise ConfigError("model_preset", f"must be one of {', '.join(PRESETS)} (got {self.model_preset!r})")
+        if not self.demo:
+            self._check_inputs()
+        for stage, name in self.gpu_deployments.items():
+            if stage not in GPU_DEPLOYMENTS:
+                raise ConfigError("gpu_deployments", f"has an unknown stage {stage!r} "
+                                                     f"(known: {', '.join(GPU_DEPLOYMENTS)})")
+            flow, sep, deployment = str(name).partition("/")
+            if not (flow and sep and deployment) or "/" in deployment:
+                raise ConfigError("gpu_deployments", f"must name {stage}'s deployment as FLOW/DEPLOYMENT "
+                                                     f"(got {name!r})")
+
+    def _check_inputs(self) -> None:
+        from storage import paths
+
+        if not self.sources:
+            raise ConfigError("sources", "must name at least one NAME: PATH when demo is off")
+        for field_name in ("sources", "benchmarks"):
+            for name, path in getattr(self, field_name).items():
+                if not str(path).startswith("hf:") and not paths.exists(str(path)):
+                    raise ConfigError(field_name, f"{name}={path}: no such file")
+        if self.eval_benchmark not in self.benchmarks:
+            raise ConfigError("eval_benchmark", f"must be one of the benchmarks ({', '.join(self.benchmarks) or 'none'})"
+                                                f" (got {self.eval_benchmark!r})")
+        if self.base_model and not paths.exists(f"{self.base_model}/config.json"):
+            raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json)")
+
+    def deployment_for(self, stage: str) -> str:
+        """The deployment that runs `stage` on the GPU pool (an override, else prefect.yaml's default)."""
+        return self.gpu_deployments.get(stage) or GPU_DEPLOYMENTS[stage]
