@@ -15,8 +15,11 @@ from rich.table import Table
 from flows import verify_cli
 from flows.cli_config_options import build_config, with_config_options
 from flows.cli_defaults import default_of
-from flows.cli_common import UserError, click_exceptions, early_defaults, parse_pairs, quiet_prefect_defaults
+from flows.cli_common import (UserError, check_benchmark, check_model, check_training_rows, claim_out,
+                              click_exceptions, early_defaults, parse_pairs, prepare_out, quiet_prefect_defaults,
+                              run_flow, store_root)
 from tasks.curation.config import CurateConfig
+from tasks.curation.layouts import LAYOUTS
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
 from tasks.grading.rewards import RewardConfig
 from tasks.training.config import RLConfig, SFTConfig
@@ -29,17 +32,14 @@ StoreOpt = typer.Option(None, "--store", help="Store directory (default $KLEAR_S
 
 
 def _check_source_path(flag: str, name: str, path: str) -> None:
-    from tasks.curation.sources import SourceError, source_kind
+    """A source or benchmark PATH: a known format, an existing file (not a directory), a readable Parquet."""
+    from tasks.curation.sources import SourceError, check_source_file
     from storage import paths
 
     try:
-        kind = source_kind(path)
+        kind = check_source_file(path)
     except SourceError as e:
-        raise UserError(f"{flag} {name}={path}: {str(e).split(': ', 1)[1]}") from None
-    if kind == "hf":
-        return
-    if not paths.exists(path):
-        raise UserError(f"{flag} {name}={path}: no such file")
+        raise UserError(f"{flag} {name}={path}: {str(e).removeprefix(path + ': ')}") from None
     if kind == "parquet":
         import pyarrow.parquet as pq
         try:
@@ -100,7 +100,7 @@ def curate(
     source: list[str] = typer.Option(..., "--source", help="NAME=PATH (.jsonl, .parquet or hf:DATASET[:SPLIT]); repeat"),
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", help="NAME=PATH of a benchmark to decontaminate against; repeat"),
     store: Optional[str] = StoreOpt,
-    layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (canonical, apps, numina)"),
+    layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (one of: " + ", ".join(sorted(LAYOUTS)) + ")"),
     map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem"),
     domain: Optional[list[str]] = typer.Option(None, "--domain", help="NAME=math|code default domain of a source's rows"),
     near_threshold: float = typer.Option(default_of(CurateConfig, "near_dup_threshold"), help="Jaccard threshold for near duplicates"),
@@ -116,17 +116,16 @@ def curate(
 ) -> None:
     """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows
     (and, with --verify-code, code problems with too few tests or a failing reference)."""
-    from storage.store import resolve_store
-
     config = build_curate_config(
         parse_pairs(source, "--source"), parse_pairs(benchmark, "--benchmark"), parse_pairs(layout, "--layout"),
         list(map_ or []), parse_pairs(domain, "--domain"),
         near_dup_threshold=near_threshold, near_dup_num_perm=num_perm, near_dup_shingle=shingle, ngram=ngram,
-        top_sources=top_sources, seed=seed, store=resolve_store(store))
+        top_sources=top_sources, seed=seed, store=store_root(store))
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
+    from tasks.curation.sources import SourceError
 
-    version = curate_flow(config)
+    version = run_flow(curate_flow, config, user_errors=(SourceError,))
     if verify_code:
         version = _run_verify(config.store, min_tests, workers, dask)
     print_curation_summary(version, config.store)
@@ -168,7 +167,7 @@ def _corpus_texts(corpus: str | None) -> list[str]:
     try:  # a bad row is skipped and named on stderr; the rest trains the tokenizer
         return corpus_texts(corpus, on_bad=lambda line: print(f"klear: --corpus: skipped {line}", file=sys.stderr))
     except (ValueError, OSError) as e:
-        raise UserError(f"--corpus {corpus}: {e}") from None
+        raise UserError(f"--corpus {corpus}: {str(e).removeprefix(corpus + ': ')}") from None
 
 
 @model_app.command("init")
@@ -177,13 +176,21 @@ def model_init(
     preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params) or small (~4M)"),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Canonical .jsonl/.parquet or store to train the tokenizer on (default: bundled demo data)"),
     seed: int = typer.Option(0, "--seed"),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
 ) -> None:
-    """Create a random-init Qwen2-architecture model and a locally trained tokenizer."""
-    from tasks.models.factory import MODEL_CARD, init_model
+    """Create a random-init Qwen2-architecture model and a locally trained tokenizer. An --out that
+    already holds a model or a run's output (a trained checkpoint, say) is refused unless --force."""
+    from tasks.models.checks import existing_model
     from tasks.models.presets import PRESETS
 
     if preset not in PRESETS:
         raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(PRESETS)})")
+    claim_out(str(out))
+    found = existing_model(out)
+    if found and not force:
+        raise UserError(f"--out {out}: already holds a model or run output ({found}); pass --force to overwrite it")
+    from tasks.models.factory import MODEL_CARD, init_model  # torch and transformers: after the checks
+
     path = init_model(out, _corpus_texts(corpus), preset=preset, seed=seed)
     console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")
 
@@ -221,6 +228,7 @@ def sft(
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out holding another run's checkpoints"),
     store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
                                         "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
     **settings,
@@ -231,14 +239,16 @@ def sft(
     if nproc < 1:
         raise UserError(f"--nproc must be at least 1 (got {nproc})")
     cfg = _checked(lambda: build_config(SFTConfig, settings))
+    check_training_rows(data, "sft")
+    check_model(model)
+    if store is not None:
+        store = store_root(store)
+    prepare_out(out, resume, force)
     quiet_prefect_defaults()
     _starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
 
-    try:
-        res = sft_flow(model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store)
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
                   f"{res['first_loss']:.4f} → {res['last_loss']:.4f}; metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -265,10 +275,15 @@ def eval_(
         except ValueError as e:
             raise UserError(f"--benchmark {name}={path}: {e}") from None
     cfg = _checked(lambda: build_config(EvalConfig, settings))
+    if store is not None:
+        store = store_root(store)
+    check_model(model, max_tokens=cfg.max_tokens)
+    for name, path in benches.items():  # every prompt within the context (tasks/evaluation/evaluate.py)
+        check_benchmark(f"--benchmark {name}={path}", path, model, cfg.max_tokens)
     quiet_prefect_defaults()
     from flows.evaluate import evaluate as eval_flow
 
-    rows = eval_flow(model=model, benchmarks=benches, store=store, config=cfg)
+    rows = run_flow(eval_flow, model=model, benchmarks=benches, store=store, config=cfg)
     for row in rows:
         print(json.dumps(row), flush=True)
 
@@ -281,17 +296,18 @@ def tag_difficulty(
     **settings,
 ) -> None:
     """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
-    from storage.store import Store, resolve_store
+    from storage.store import Store
 
     _check_model_dir("--model", model)
-    root = resolve_store(store)
+    root = store_root(store)
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
     cfg = _checked(lambda: build_config(DifficultyConfig, settings))
+    check_model(model, max_tokens=cfg.max_tokens)
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
-    v = tag_flow(model=model, store=root, config=cfg)
+    v = run_flow(tag_flow, model=model, store=root, config=cfg)
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={cfg.k}) is now current in {Store(root).catalog_path}")
 
 
@@ -311,6 +327,17 @@ def _check_data(data: str) -> None:
         return
     if not Path(data).exists():
         raise UserError(f"--data {data}: no such file or store")
+    if ref is not None:  # a directory: a store with a curated dataset, or a mistake (`data/` for `data/x.jsonl`)
+        from storage.store import Store
+
+        try:
+            current = Store(ref.store).current_version()
+        except Exception as e:  # a catalog file that is not DuckDB, unreadable, ...
+            raise UserError(f"--data {data}: not a readable store ({type(e).__name__})") from None
+        if current is None:
+            raise UserError(f"--data {data}: a directory that is not a store with a curated dataset "
+                            "(expected a .jsonl/.parquet file or a store; run klear curate first)")
+        return
     if Path(data).is_file():  # a bad row is the user's to fix: one line now, not a flow's traceback later
         from tasks.training.sft_data import read_problems
 
@@ -327,6 +354,7 @@ def rl(
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out holding another run's checkpoints"),
     store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
                                         "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
     **settings,
@@ -335,14 +363,18 @@ def rl(
     _check_model_dir("--model", model)
     _check_data(data)
     cfg = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
+    check_training_rows(data, "rl", cfg)
+    check_model(model, max_tokens=cfg.max_tokens)
+    if cfg.eval_benchmark:
+        check_benchmark(f"--eval-benchmark {cfg.eval_benchmark}", cfg.eval_benchmark, model, cfg.max_tokens)
+    if store is not None:
+        store = store_root(store)
+    prepare_out(out, resume, force)
     quiet_prefect_defaults()
     _starting(f"rl ({cfg.loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
 
-    try:
-        res = rl_flow(model=model, data=data, out=out, config=cfg, resume=resume, store=store)
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store)
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
                   f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -370,8 +402,7 @@ def ablate(
     _check_model_dir("--model", model)
     _check_data(data)
     bench = benchmark.split("=", 1)[-1]
-    if not Path(bench).is_file():
-        raise UserError(f"--benchmark {benchmark}: no such file")
+    check_benchmark(f"--benchmark {benchmark}", bench)
     try:
         seed_list = [int(x) for x in seeds.split(",") if x.strip()]
     except ValueError:
@@ -382,12 +413,17 @@ def ablate(
     base = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
     axes = _checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
     _checked(lambda: [arm_config(base, arm, s) for arm in arms(axes) for s in seed_list])
+    check_model(model, max_tokens=base.max_tokens)
+    check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
+    if store is not None:
+        store = store_root(store)
+    claim_out(out)
     quiet_prefect_defaults()
     _starting("ablate", f"{len(arms(axes))} arms × {len(seed_list)} seeds into {out}")
     from flows.rl import ablate as ablate_flow
 
-    table = ablate_flow(model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list, config=base,
-                        store=store)
+    table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
+                     config=base, store=store)
     t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
     for col in ("arm", "final avg@k", "best avg@k"):
         t.add_column(col)
@@ -433,16 +469,19 @@ def pipeline(
 def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     import json
 
-    from storage.store import Store, resolve_store
+    from storage.store import Store
     from tasks.pipeline.config import PipelineConfig
 
-    root = resolve_store(store)
+    root = store_root(store)
     quiet_prefect_defaults()
     _starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
 
-    state = pipeline_flow(PipelineConfig(store=root, seed=seed, demo_scale=scale), return_state=True)
-    summary = state.result()  # a failed run raises its error here, as a plain call would
+    state = run_flow(pipeline_flow, PipelineConfig(store=root, seed=seed, demo_scale=scale), return_state=True)
+    try:
+        summary = state.result()  # a failed run raises its error here, as a plain call would
+    except ValueError as e:  # bad input the stages name (file, row, directory): one line
+        raise UserError(str(e)) from None
     st = Store(root)
     print_curation_summary(st.load_version(summary["dataset"]).__dict__, root)
     t = Table(title=f"held-out {summary['benchmark']}: avg@{summary['k']} by stage")
@@ -490,6 +529,9 @@ def main() -> None:
     except click_exceptions.ClickException as e:
         print(f"klear: error: {e.format_message()}", file=sys.stderr)
         sys.exit(e.exit_code)
+    except TimeoutError as e:  # a store's catalog lock held past the bound (storage/file_lock.py)
+        print(f"klear: error: {e}", file=sys.stderr)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -4,14 +4,20 @@
     klear sandbox build [--force] [--cpp]
     klear sandbox reap [--all]
 
-User errors (missing input, bad extension, --out naming the input, bad flag value, no Docker engine,
-unreachable scheduler) are one line on stderr with exit status 2, never a traceback.
+User errors (missing input, a directory given as INPUT, bad extension, --out naming the input, --out a
+directory or in a place that cannot be written, bad flag value, no Docker engine, unreachable scheduler)
+are one line on stderr with exit status 2, never a traceback.
+
+--out is never someone else's data: an existing OUTPUT is overwritten only when it is a `klear verify`
+result file (its rows carry id/verdict/reward) or with --force (`_check_output`).
 """
 from __future__ import annotations
 
 import collections
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -39,6 +45,45 @@ def _summary(results: list[dict]) -> str:
     return f"{len(results)} rows: {parts}; mean reward {mean:.3f} over {len(scored)} scored"
 
 
+RESULT_FIELDS = {"id", "verdict", "reward"}
+
+
+def _is_verify_output(path: Path) -> bool:
+    """Whether an existing file is a `klear verify` result: its first row (JSONL) or its columns
+    (Parquet) carry id, verdict and reward."""
+    try:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
+
+            return RESULT_FIELDS <= set(pq.read_schema(path).names)
+        with path.open("rb") as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    return isinstance(row, dict) and RESULT_FIELDS <= set(row)
+        return True  # an empty file holds nothing to lose
+    except Exception:  # unreadable: not ours to overwrite
+        return False
+
+
+def _check_output(out: str, force: bool) -> None:
+    """--out is a file in a writable directory, and not somebody's data (module rule)."""
+    from storage import paths
+    from storage.claims import ClaimError, writable_dir
+
+    if not paths.is_local(out):
+        return
+    target = Path(out.removeprefix("file://"))
+    if target.is_dir():
+        raise UserError(f"--out {out}: is a directory; give a .jsonl or .parquet file path")
+    try:
+        writable_dir(target.parent)
+    except ClaimError as exc:
+        raise UserError(f"--out {out}: cannot write there ({exc})") from None
+    if target.exists() and not force and not _is_verify_output(target):
+        raise UserError(f"--out {out}: exists and is not a klear verify result; pass --force to overwrite it")
+
+
 def verify(
     input: str = typer.Argument(..., help="Submissions: .jsonl or .parquet rows {id, code, tests, [language], [time_limit]}"),
     out: str = typer.Option(..., "--out", help="Results: .jsonl or .parquet rows {id, verdict, passed, total, reward, details}"),
@@ -48,6 +93,7 @@ def verify(
                                    "of this one (≈ 3 s more start-up; a judge crash then costs one worker)"),
     max_tests: int = typer.Option(16, "--max-tests", help="Tests per submission (sampled, seeded)"),
     seed: int = typer.Option(0, "--seed", help="Test-sampling seed"),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing OUTPUT that is not a klear verify result"),
 ) -> None:
     """Run code submissions against their tests in Docker sandboxes and write one verdict per row."""
     from rich.console import Console
@@ -70,6 +116,7 @@ def verify(
         raise UserError(f"{input}: no such file")
     if same_file(input, out):
         raise UserError(f"--out {out}: is the input file; write the results to another path")
+    _check_output(out, force)
     try:
         rows = read_rows(input)
     except VerifyIOError as exc:

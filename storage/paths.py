@@ -25,6 +25,11 @@ def exists(url: str) -> bool:
     return fs.exists(path)
 
 
+def is_file(url: str) -> bool:
+    fs, path = fs_for(url)
+    return fs.isfile(path)
+
+
 def open_binary(url: str, mode: str = "rb") -> IO[bytes]:
     return fsspec.open(url, mode).open()
 

@@ -86,5 +86,7 @@ def check_existing_file(cfg: Any, name: str, optional: bool = False) -> None:
     value = getattr(cfg, name)
     if value is None and optional:
         return
-    if not isinstance(value, str) or not value or not paths.exists(value):
+    if isinstance(value, str) and value and paths.exists(value) and not paths.is_file(value):
+        raise ConfigError(name, f"{value}: is a directory, not a file")
+    if not isinstance(value, str) or not value or not paths.is_file(value):
         raise ConfigError(name, f"names no existing file (got {value!r})")

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from tasks.progress import StageLog, StepProgress, format_duration, format_number, progress_mode
+from tasks.progress import (ProgressLine, StageLog, StepProgress, format_duration, format_number,
+                            progress_mode)
 
 
 class Clock:
@@ -98,3 +99,65 @@ def test_stage_lines_say_cached_or_computed_seconds_and_figure():
         "stage 1/2 curate: started", "stage 1/2 curate: computed in 12.3s, 412 of 500 rows kept",
         "stage 2/2 sft: started", "stage 2/2 sft: failed after 1.0s (RuntimeError)"]
     assert said == out.getvalue().splitlines()
+
+
+def test_a_feed_gets_lines_at_its_own_cadence_whatever_the_terminal_shows():
+    """The feed (a run log, a progress artifact) gets the first update, one line per interval and the last
+    step, with the fraction done, even when the terminal mode is `off`."""
+    clock, fed = Clock(), []
+    p = StepProgress("sft", mode="off", feed=fed.append, feed_interval=10.0, clock=clock)
+    for step in range(1, 31):  # 1 s and 100 tokens a step
+        clock.t += 1.0
+        p.update(step, 30, tokens=100, loss=0.5)
+    assert [line.split(" loss")[0] for line in fed] == ["sft step 1/30", "sft step 11/30", "sft step 21/30",
+                                                       "sft step 30/30"]
+    assert [line.fraction for line in fed] == [1 / 30, 11 / 30, 21 / 30, 1.0]
+    assert fed[1] == "sft step 11/30 loss 0.500 tok/s 100 eta 19s"
+    assert isinstance(fed[0], str) and isinstance(fed[0], ProgressLine)
+
+
+def test_an_anchored_progress_counts_rate_and_eta_from_its_first_update():
+    """start_step=None (an observer that sees steps only as they complete, after model loading): the first
+    update's step and work count as done before the clock starts."""
+    clock, fed = Clock(), []
+    p = StepProgress("rl gppo", start_step=None, mode="off", feed=fed.append, feed_interval=0.0, clock=clock)
+    clock.t += 60.0  # loading the model: not a step
+    p.update(5, 20, tokens=1000, reward=0.5)  # a resumed run's first step
+    clock.t += 2.0
+    p.update(6, 20, tokens=300, reward=0.5)
+    assert fed == ["rl gppo step 5/20 reward 0.500", "rl gppo step 6/20 reward 0.500 tok/s 150 eta 28s"]
+
+
+def test_items_with_an_unknown_total_then_a_known_one():
+    out, clock = io.StringIO(), Clock()
+    p = StepProgress("curate read a", unit="rows", rate_unit="rows/s", stream=out, mode="plain", interval=0.0,
+                     clock=clock)
+    clock.t += 2.0
+    p.update(256, None, tokens=256)
+    clock.t += 1.0
+    p.update(300, 300, tokens=44, kept=298)
+    assert out.getvalue().splitlines() == ["curate read a rows 256 rows/s 128",
+                                           "curate read a rows 300/300 kept 298 rows/s 44 done in 3s"]
+
+
+def test_a_failing_feed_is_dropped_and_the_loop_goes_on(caplog):
+    calls = []
+
+    def feed(line):
+        calls.append(line)
+        raise ConnectionError("API down")
+
+    out = io.StringIO()
+    p = StepProgress("sft", stream=out, mode="plain", interval=0.0, feed=feed, feed_interval=0.0)
+    p.update(1, 3, loss=1.0)
+    p.update(2, 3, loss=1.0)
+    assert len(calls) == 1 and "progress feed failed" in caplog.text
+    assert len(out.getvalue().splitlines()) == 2  # the terminal lines go on
+
+
+def test_bar_mode_with_an_unknown_total_runs_and_stops():
+    out = io.StringIO()
+    with StepProgress("curate read a", unit="rows", stream=out, mode="bar") as p:
+        p.update(256, None, tokens=256)
+        p.update(300, 300, tokens=44)
+    assert "300/300" in out.getvalue()

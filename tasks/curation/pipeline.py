@@ -7,7 +7,8 @@
 4. near dedup  MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
 5. decontam    shares an n-gram (default 9 words) with a benchmark problem → `contaminated`
 
-Earlier sources (in the order given) and earlier rows win: they are the ones kept.
+Earlier sources (in the order given) and earlier rows win: they are the ones kept. Each step reports its
+rows as it goes (tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
 from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
 from tasks.curation.source_quality import score_sources, top_sources
 from tasks.curation.sources import RawRow, SourceError, check_value, read_source
+from tasks.progress import ProgressLine, StepProgress
 
 log = logging.getLogger(__name__)
 
@@ -85,33 +87,39 @@ def load_benchmarks(benchmarks: dict[str, str]) -> dict[str, list[str]]:
     return out
 
 
+READ_REPORT_EVERY = 256  # rows read between progress updates (an update is a clock read; a row ~10 µs)
+
+
+class _Steps:
+    """Curation's progress: a StepProgress per step (reading each source, exact dedup, near dedup,
+    decontamination) on stderr; each line also goes to `progress` as a ProgressLine whose fraction is of
+    the whole run: (steps done + this step's fraction) / steps."""
+
+    def __init__(self, count: int, progress: Callable[[str], None]):
+        self.count, self.started, self.progress = count, 0, progress
+
+    def start(self, what: str) -> StepProgress:
+        index = self.started
+        self.started += 1
+
+        def feed(line: ProgressLine) -> None:
+            self.progress(ProgressLine(line, min(1.0, (index + (line.fraction or 0.0)) / self.count)))
+
+        return StepProgress(f"curate {what}", unit="rows", rate_unit="rows/s", feed=feed)
+
+
 def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> CurationResult:
+    """`progress` gets the progress lines at most every few seconds per step (and each step's first and
+    last), as stderr does; they are tasks.progress.ProgressLine, whose `.fraction` is of the whole run."""
     dropped: list[dict[str, Any]] = []
     valid: dict[str, list[_Kept]] = {}
     rows_in: dict[str, int] = {}
+    steps = _Steps(len(config.sources) + 2 + bool(config.benchmarks), progress)
 
     # 1. ingest
     for spec in config.sources:
-        progress(f"reading {spec.name}")
-        kept, n = [], 0
-        for raw in read_source(spec.path):
-            n += 1
-            if raw.error:
-                dropped.append(_drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw)))
-                continue
-            try:
-                p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
-                why = check_value([p.response, p.answer, p.tests])  # text a layout decoded from a field
-                if why:
-                    raise Malformed(why)
-            except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
-                dropped.append(_drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw)))
-                continue
-            except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
-                dropped.append(_drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
-                                     _raw_text(raw)))
-                continue
-            kept.append(_Kept(p, raw.row))
+        with steps.start(f"read {spec.name}") as report:
+            kept, n = _ingest(spec, dropped, report)
         valid[spec.name], rows_in[spec.name] = kept, n
 
     # 2. top sources
@@ -127,36 +135,77 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
     rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
 
     # 3. exact dedup: the problem id already is a hash of domain + normalised problem
-    progress(f"exact dedup of {len(rows)} rows")
-    dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
-    rows = _split(rows, dup, "duplicate", dropped, lambda kept: f"duplicate of {kept.problem.id} "
-                  f"({kept.problem.source} row {kept.row})")
+    with steps.start("exact-dedup") as report:
+        report.update(0, len(rows))
+        dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
+        n = len(rows)
+        rows = _split(rows, dup, "duplicate", dropped, lambda kept: f"duplicate of {kept.problem.id} "
+                      f"({kept.problem.source} row {kept.row})")
+        report.update(n, n, tokens=n, duplicate=n - len(rows))
 
     # 4. near dedup
-    progress(f"near-duplicate search over {len(rows)} rows")
-    near_cfg = NearDedupConfig(threshold=config.near_dup_threshold, num_perm=config.near_dup_num_perm,
-                               shingle_size=config.near_dup_shingle, seed=config.seed)
-    near = near_duplicate_of([k.problem.problem for k in rows], near_cfg)
-    rows = _split(rows, near, "near_duplicate", dropped, lambda kept: f"near duplicate of {kept.problem.id} "
-                  f"({kept.problem.source} row {kept.row})")
+    with steps.start("near-dedup") as report:
+        report.update(0, len(rows))
+        near_cfg = NearDedupConfig(threshold=config.near_dup_threshold, num_perm=config.near_dup_num_perm,
+                                   shingle_size=config.near_dup_shingle, seed=config.seed)
+        near = near_duplicate_of([k.problem.problem for k in rows], near_cfg)
+        n = len(rows)
+        rows = _split(rows, near, "near_duplicate", dropped, lambda kept: f"near duplicate of {kept.problem.id} "
+                      f"({kept.problem.source} row {kept.row})")
+        report.update(n, n, tokens=n, near_duplicate=n - len(rows))
 
     # 5. decontamination
     if config.benchmarks:
-        progress(f"decontaminating {len(rows)} rows against {', '.join(config.benchmarks)}")
-        bench = load_benchmarks(config.benchmarks)
-        hits = find_contamination([k.problem.problem for k in rows], bench, DecontamConfig(n=config.ngram))
-        clean = []
-        for k, hit in zip(rows, hits):
-            if hit is None:
-                clean.append(k)
-            else:
-                name, gram = hit
-                dropped.append(_drop(k.problem.source, k.row, "contaminated",
-                                     f"benchmark {name}: shares {config.ngram}-gram {gram!r}",
-                                     k.problem.problem, k.problem.id))
-        rows = clean
+        with steps.start("decontaminate") as report:
+            report.update(0, len(rows))
+            n = len(rows)
+            rows = _decontaminate(config, rows, dropped)
+            report.update(n, n, tokens=n, contaminated=n - len(rows))
 
     return _result(rows, dropped, rows_in, scores)
+
+
+def _ingest(spec, dropped: list, report: StepProgress) -> tuple[list[_Kept], int]:
+    """Every row of one source → a kept canonical Problem, or a dropped row with its reason."""
+    kept, n = [], 0
+    for raw in read_source(spec.path):
+        n += 1
+        if n % READ_REPORT_EVERY == 0:
+            report.update(n, None, tokens=READ_REPORT_EVERY)
+        if raw.error:
+            dropped.append(_drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw)))
+            continue
+        try:
+            p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
+            why = check_value([p.response, p.answer, p.tests])  # text a layout decoded from a field
+            if why:
+                raise Malformed(why)
+        except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
+            dropped.append(_drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw)))
+            continue
+        except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
+            dropped.append(_drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
+                                 _raw_text(raw)))
+            continue
+        kept.append(_Kept(p, raw.row))
+    report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=len(kept))
+    return kept, n
+
+
+def _decontaminate(config: CurateConfig, rows: list[_Kept], dropped: list) -> list[_Kept]:
+    """Rows sharing an n-gram with a benchmark problem → dropped `contaminated`; the others, in order."""
+    bench = load_benchmarks(config.benchmarks)
+    hits = find_contamination([k.problem.problem for k in rows], bench, DecontamConfig(n=config.ngram))
+    clean = []
+    for k, hit in zip(rows, hits):
+        if hit is None:
+            clean.append(k)
+        else:
+            name, gram = hit
+            dropped.append(_drop(k.problem.source, k.row, "contaminated",
+                                 f"benchmark {name}: shares {config.ngram}-gram {gram!r}",
+                                 k.problem.problem, k.problem.id))
+    return clean
 
 
 def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list, detail) -> list[_Kept]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from prefect import get_run_logger, task
-from prefect.artifacts import (create_markdown_artifact, create_progress_artifact, create_table_artifact,
-                               update_progress_artifact)
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from storage.store import DatasetVersion, Store
 from tasks.curation.config import CurateConfig
 from tasks.curation.dataset import build_curated_version, plan_curation
+from tasks.prefect_tasks import progress_feed
+from tasks.progress import StepProgress
 
 
 @task(name="plan-curation", cache_policy=NONE)
@@ -26,20 +27,8 @@ def _version_key(context, parameters) -> str:
 
 @task(name="curate-dataset", cache_key_fn=_version_key, persist_result=True, retries=0)
 def curate_dataset_task(config: CurateConfig, version_id: str, inputs: dict) -> dict:
-    logger = get_run_logger()
-    steps = len(config.sources) + 3  # one read per source, exact dedup, near dedup, decontamination
-    artifact = create_progress_artifact(progress=0.0, description=f"curating {version_id}")
-    done = 0
-
-    def progress(message: str) -> None:
-        nonlocal done
-        logger.info(message)
-        update_progress_artifact(artifact, progress=min(100.0, 100.0 * done / steps))
-        done += 1
-
-    version = build_curated_version(config, version_id, inputs, progress=progress)
-    update_progress_artifact(artifact, progress=100.0)
-    return asdict(version)
+    progress = progress_feed("curation-progress", f"curating {version_id}")  # lines of every step, throttled
+    return asdict(build_curated_version(config, version_id, inputs, progress=progress))
 
 
 @task(name="publish-dataset", cache_policy=NONE)
@@ -72,13 +61,17 @@ def validate_code_task(store_root: str | None, parent: str, min_tests: int, work
     from tasks.verification.verify import VerifyConfig
 
     logger = get_run_logger()
-    artifact = create_progress_artifact(progress=0.0, description=f"validating code problems of {parent}")
+    report = StepProgress("verify code", unit="problems", rate_unit="problems/s",
+                          feed=progress_feed("verify-progress", f"validating code problems of {parent}"))
+    reported = 0
 
     def progress(done: int, total: int) -> None:
-        update_progress_artifact(artifact, progress=100.0 * done / max(1, total))
+        nonlocal reported
+        report.update(done, total, tokens=done - reported)
+        reported = done
 
     cfg = VerifyConfig(workers=workers, dask_address=dask_address)
-    version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress)
-    update_progress_artifact(artifact, progress=100.0)
+    with report:
+        version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress)
     logger.info("validated %s → %s: %s", parent, version.id, version.counts)
     return asdict(version)

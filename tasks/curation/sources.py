@@ -10,7 +10,8 @@ numbered from 1, so every input row can be traced. A row that cannot be used bec
 - Parquet rows Arrow cannot convert (invalid UTF-8 written by a foreign writer) are bad rows one by one.
 
 PATH forms: `*.jsonl` (or `.json` lines), `*.parquet`, `hf:DATASET[:SPLIT]` (needs the `hf` extra).
-A path that cannot be opened raises SourceError with a one-line message naming it.
+A path that cannot be opened (missing, a directory, unknown format) raises SourceError with a one-line
+message naming it (`check_source_file`, before any row is read).
 """
 from __future__ import annotations
 
@@ -59,11 +60,22 @@ def source_kind(path: str) -> str:
     raise SourceError(f"{path}: unknown source format (expected .jsonl, .parquet or hf:DATASET[:SPLIT])")
 
 
-def read_source(path: str) -> Iterator[RawRow]:
+def check_source_file(path: str) -> str:
+    """The source's kind, after checking that a file path names a file: a missing path or a directory
+    (`--source a=data/` for `data/train.jsonl`) is a SourceError naming it, not an IsADirectoryError later."""
     kind = source_kind(path)
-    if kind != "hf" and not paths.exists(path):
+    if kind == "hf":
+        return kind
+    fs, local = paths.fs_for(path)
+    if not fs.exists(local):
         raise SourceError(f"{path}: no such file")
-    return READERS[kind](path)
+    if fs.isdir(local):
+        raise SourceError(f"{path}: is a directory, not a .{kind} file")
+    return kind
+
+
+def read_source(path: str) -> Iterator[RawRow]:
+    return READERS[check_source_file(path)](path)
 
 
 MAX_DEPTH = 100  # nesting levels (objects and arrays) a row may have: real rows need < 10 (a call-based

@@ -7,12 +7,16 @@ them (graders registry), and add
 as a child dataset version (kind "difficulty"). Code counts as correct only when all tests pass.
 Infra outcomes (sandbox fault, grader hang, ungradable row; tasks/grading/grade.py) say nothing about the
 model: graded = k − infra_samples, and a problem whose k samples were all infra gets pass_rate null and
-difficulty "unknown". The version's parameters report `infra_samples` and `unknown_problems` in total.
+difficulty "unknown". A problem whose prompt does not fit the model's context minus max_tokens
+(tasks/generation/base.py) is not sampled: pass_rate null, difficulty "unknown", named in a warning. The
+version's parameters report `infra_samples`, `unknown_problems` and `too_long_problems` in total.
 RL data selection later filters on pass_rate (paper: code ≥ 0.5 of 16 samples; math: a majority of 16).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
+from typing import Callable
 
 import pyarrow as pa
 
@@ -20,6 +24,9 @@ from storage.checkpoints import checkpoint_id
 from storage.keys import code_version, hash_json, short_id
 from storage.store import DatasetVersion, Store
 from tasks.evaluation.config import DifficultyConfig
+from tasks.progress import StepProgress
+
+log = logging.getLogger(__name__)
 
 
 def tag(pass_rate: float | None, cfg: DifficultyConfig) -> str:
@@ -45,9 +52,12 @@ def difficulty_version_id(parent: str, model_id: str, cfg: DifficultyConfig) -> 
 
 
 def build_difficulty_version(store_root: str | None, model_dir: str, cfg: DifficultyConfig,
-                             parent: str | None = None, generator=None) -> DatasetVersion:
-    from tasks.evaluation.evaluate import grade_samples
-    from tasks.generation.base import SamplingParams, chat_prompt
+                             parent: str | None = None, generator=None,
+                             feed: Callable[[str], None] | None = None) -> DatasetVersion:
+    """`feed` gets the progress lines (problems done, samples, correct so far) at most every few seconds
+    (tasks/progress.py StepProgress), as stderr does."""
+    from tasks.evaluation.evaluate import sample_and_grade
+    from tasks.generation.base import SamplingParams, chat_prompt, describe_too_long, fit_prompts
     from tasks.generation.select import make_generator
 
     store = Store(store_root)
@@ -62,15 +72,25 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     problems = store.read_table(parent, "problems")
     rows = problems.to_pylist()
     gen = generator or make_generator(model_dir, cfg.backend)
-    comps = gen.generate([chat_prompt(gen.tok, r["problem"]) for r in rows],
-                         SamplingParams(n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p,
-                                        max_tokens=cfg.max_tokens, seed=cfg.seed))
+    prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
+    fits, too_long = fit_prompts(gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
+    if too_long:
+        log.warning("difficulty: %s", describe_too_long(too_long, gen.context_length, cfg.max_tokens,
+                                                        lambda i: f"problem {rows[i]['id']}"))
+    params = SamplingParams(n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                            seed=cfg.seed)
     graders: dict = {}
+    report = StepProgress("difficulty", unit="problems", feed=feed)
     try:
-        grades = grade_samples(rows, [[c.text for c in cs] for cs in comps], graders)
+        _, graded = sample_and_grade(gen, [rows[i] for i in fits], [prompts[i] for i in fits], params, graders,
+                                     report)
     finally:
+        report.close()
         for g in graders.values():
             g.close()
+    grades: list[list] = [[] for _ in rows]  # a problem left out has no sample: pass_rate None, "unknown"
+    for i, gs in zip(fits, graded):
+        grades[i] = gs
     rates = [pass_rate(gs) for gs in grades]
     infra = [sum(g.infra for g in gs) for gs in grades]
     tagged = (problems.drop_columns([c for c in ("pass_rate", "k", "infra_samples", "difficulty_model", "difficulty")
@@ -82,6 +102,7 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
               .append_column("difficulty", pa.array([tag(r, cfg) for r in rates], pa.string())))
     version = DatasetVersion(id=vid, kind="difficulty", rows_in=pv.rows_in, parents=[parent], counts=dict(pv.counts),
                              parameters={"model": model_id, **asdict(cfg), "infra_samples": sum(infra),
-                                         "unknown_problems": sum(r is None for r in rates)},
+                                         "unknown_problems": sum(r is None for r in rates),
+                                         "too_long_problems": len(too_long)},
                              inputs=pv.inputs)
     return store.write_version(version, {"problems": tagged, "dropped": store.read_table(parent, "dropped")})

@@ -2,12 +2,17 @@
 by domain (graders registry), summarised as avg@k and pass@k (metrics.py). Seeded: the same model,
 benchmark and seed give the same numbers.
 
+A problem whose prompt does not fit the model's context minus max_tokens stops the evaluation before it
+generates (`require_fit`: one line naming the row).
+
 Infra outcomes (sandbox fault, grader hang, ungradable row; tasks/grading/grade.py) are left out of avg@k
 and pass@k (metrics.py) and reported: `infra` samples, and `infra_problems` whose samples were all infra
 (left out of both averages)."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
@@ -51,6 +56,33 @@ def load_benchmark(path: str) -> list[dict]:
     return rows
 
 
+def require_fit(path: str, tok, context_length: int | None, prompts: list[str], max_tokens: int) -> None:
+    """The benchmark side of the prompt-length bound (tasks/generation/base.py): every problem's prompt
+    fits the model's context minus max_tokens, else PromptTooLong naming the first row that does not (and
+    how many do not). A benchmark is not training data: avg@k over the problems that happen to fit would
+    not be that benchmark's number, so the evaluation stops before generating instead of leaving rows out."""
+    from tasks.generation.base import PromptTooLong, fit_prompts, prompt_budget
+
+    _, too_long = fit_prompts(tok, context_length, prompts, max_tokens)
+    if too_long:
+        first, more = too_long[0], len(too_long) - 1
+        raise PromptTooLong(
+            f"{path} row {first.index + 1}: the prompt ({first.size()}) does not fit the model's context "
+            f"{context_length:,} minus max_tokens {max_tokens} = {prompt_budget(context_length, max_tokens):,} tokens"
+            + (f" ({more} more rows too long)" if more else ""))
+
+
+def check_benchmark_fits(model_dir: str, path: str, max_tokens: int) -> None:
+    """`require_fit` with the model directory's tokenizer and context, before any model is loaded."""
+    from transformers import AutoTokenizer
+
+    from tasks.models.checks import context_length
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    require_fit(path, tok, context_length(model_dir), [chat_prompt(tok, r["problem"]) for r in load_benchmark(path)],
+                max_tokens)
+
+
 def grade_samples(rows: list[dict], samples: list[list[str]], graders: dict) -> list[list]:
     """Grades per problem per sample, batched per domain."""
     from tasks.grading.registry import make_grader
@@ -68,21 +100,67 @@ def grade_samples(rows: list[dict], samples: list[list[str]], graders: dict) -> 
     return grades
 
 
-def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=None, graders=None) -> EvalResult:
+GRADE_CHUNK = 64  # samples per grading call (and progress line) when the generator reports no batches
+
+
+def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: SamplingParams, graders: dict,
+                     report=None) -> tuple[list[list[str]], list[list]]:
+    """The texts of `params.n` samples per problem and their grades — exactly gen.generate(prompts,
+    params)'s completions, graded batch by batch as the generator finishes them when its `generate` takes
+    `on_batch(start, completions)`, else after it returns, in chunks of about GRADE_CHUNK samples.
+    `report` (a tasks.progress.StepProgress) counts problems done, samples and correct so far, and
+    generated tokens for the rate; it is told `0/n` first, so a run says what it does before it generates
+    (and, from a generator that hands everything over at the end, `0/n generated S` when it has)."""
+    samples: list[list[str]] = [[] for _ in rows]
+    grades: list[list] = [[] for _ in rows]
+    tally = {"done": 0, "samples": 0, "correct": 0}
+
+    def take(start: int, completions: list, counted: bool = False) -> None:
+        texts = [[c.text for c in cs] for cs in completions]
+        graded = grade_samples(rows[start:start + len(texts)], texts, graders)
+        samples[start:start + len(texts)], grades[start:start + len(texts)] = texts, graded
+        tally["done"] += len(texts)
+        tally["samples"] += sum(map(len, texts))
+        tally["correct"] += sum(g.correct for gs in graded for g in gs if not g.infra)
+        if report is not None:
+            tokens = 0 if counted else sum(len(c.token_ids) for cs in completions for c in cs)
+            report.update(tally["done"], len(rows), tokens=tokens, samples=tally["samples"], correct=tally["correct"])
+
+    if report is not None:
+        report.update(0, len(rows))
+    if "on_batch" in inspect.signature(gen.generate).parameters:
+        gen.generate(prompts, params, on_batch=take)
+    else:
+        completions = gen.generate(prompts, params)
+        if report is not None:  # generation is over: its tokens and rate now, grading's progress next
+            report.update(0, len(rows), tokens=sum(len(c.token_ids) for cs in completions for c in cs),
+                          generated=sum(map(len, completions)))
+        chunk = max(1, GRADE_CHUNK // max(1, params.n))
+        for start in range(0, len(completions), chunk):
+            take(start, completions[start:start + chunk], counted=True)
+    return samples, grades
+
+
+def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=None, graders=None,
+             feed: Callable[[str], None] | None = None, progress_mode: str | None = None) -> EvalResult:
+    """`feed` and `progress_mode` go to the progress report (tasks/progress.py StepProgress: problems
+    done, samples, correct so far); `progress_mode="off"` keeps the terminal quiet (RL's held-out runs)."""
     from tasks.generation.select import make_generator
+    from tasks.progress import StepProgress
 
     rows = load_benchmark(path)
     gen = generator or make_generator(model_dir, cfg.backend)
     prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
+    require_fit(path, gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
     params = SamplingParams(n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
                             seed=cfg.seed)
-    completions = gen.generate(prompts, params)
-    samples = [[c.text for c in cs] for cs in completions]
     own = graders is None
     graders = {} if own else graders
+    report = StepProgress(f"eval {name}", unit="problems", mode=progress_mode, feed=feed)
     try:
-        grades = grade_samples(rows, samples, graders)
+        samples, grades = sample_and_grade(gen, rows, prompts, params, graders, report)
     finally:
+        report.close()
         if own:
             for g in graders.values():
                 g.close()

@@ -1,4 +1,5 @@
-"""Thin Prefect wrapper for evaluation: runs it, records it in the catalog, publishes a table artifact."""
+"""Thin Prefect wrappers for evaluation and difficulty tags: progress lines in the run log and a progress
+artifact while they sample (tasks/prefect_tasks.py), then the catalog record and table/image artifacts."""
 from __future__ import annotations
 
 from prefect import task
@@ -7,11 +8,13 @@ from prefect.cache_policies import NONE
 
 from tasks.evaluation.evaluate import EvalConfig, evaluate
 from tasks.evaluation.record import record_evaluation
+from tasks.prefect_tasks import progress_feed
 
 
 @task(name="evaluate", cache_policy=NONE)
 def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: str | None) -> dict:
-    result = evaluate(model, name, path, config)
+    feed = progress_feed(f"eval-{name}-progress", f"{name}: {config.k} samples per problem of {model}")
+    result = evaluate(model, name, path, config, feed=feed)
     row = record_evaluation(model, result, config, store)
     create_table_artifact(key=f"eval-{name.lower().replace('_', '-')}", table=[row],
                           description=f"{name}: avg@{config.k} and pass@{config.k}")
@@ -31,7 +34,8 @@ def tag_difficulty_task(store: str | None, model: str, config, parent: str | Non
     from tasks.training.metrics import plot_bars
     from tasks.training.prefect_tasks import png_data_url
 
-    version = build_difficulty_version(store, model, config, parent)
+    feed = progress_feed("difficulty-progress", f"difficulty tags by {config.k} samples of {model}")
+    version = build_difficulty_version(store, model, config, parent, feed=feed)
     table = Store(store).read_table(version.id, "problems")
     counts: dict[str, int] = {}
     for d in table.column("difficulty").to_pylist():

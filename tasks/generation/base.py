@@ -7,6 +7,15 @@
 model's raw distribution (temperature 1, no top-p), which is what RL needs as the behaviour log-prob.
 `token_ids` end with the eos token when finish_reason is "stop" (the text does not show it).
 temperature 0 means greedy decoding.
+
+Prompt-length bound (`fit_prompts`, and `check_prompt_lengths` in every backend): a prompt fits when its
+tokens plus `max_tokens` are at most the model's context (`context_length`: max_position_embeddings for
+transformers, max_model_len for vLLM), so every completion can run to max_tokens inside the context the
+model was built for, and a 1 MB problem never asks the decode loop for a KV cache and mask of 10^12
+entries. A backend asked to generate from a prompt that does not fit raises PromptTooLong (ValueError)
+before allocating anything. What the stages do with such a prompt is theirs to say: training data
+(difficulty tags, RL sampling) leaves the problem out, counted and reported; a benchmark refuses to run
+(its avg@k over a subset would not be that benchmark's number): tasks/evaluation/evaluate.py.
 """
 from __future__ import annotations
 
@@ -32,7 +41,78 @@ class Completion:
 
 
 class Generator(Protocol):
+    tok: object
+    context_length: int | None  # tokens of prompt + completion the model takes; None: unknown
+
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]: ...
+
+
+class PromptTooLong(ValueError):
+    """A prompt whose tokens plus max_tokens pass the model's context (see the module rule)."""
+
+
+@dataclass(frozen=True)
+class TooLong:
+    index: int          # position in the prompts given
+    tokens: int         # the prompt's length in tokens, or a lower bound when not `exact`
+    exact: bool = True
+
+    def size(self) -> str:
+        return f"{self.tokens:,} tokens" if self.exact else f"more than {self.tokens:,} tokens"
+
+
+def prompt_budget(context_length: int | None, max_tokens: int) -> int | None:
+    """The most prompt tokens that leave room for `max_tokens` in the context; None: no known bound."""
+    return None if not context_length else context_length - max_tokens
+
+
+def check_prompt_lengths(lengths: Sequence[int], context_length: int | None, max_tokens: int) -> None:
+    """PromptTooLong for the first prompt (by token count) that does not fit: the backends' guard."""
+    budget = prompt_budget(context_length, max_tokens)
+    if budget is None:
+        return
+    for i, n in enumerate(lengths):
+        if n > budget:
+            raise PromptTooLong(f"prompt {i} is {n:,} tokens; with max_tokens {max_tokens} that passes the "
+                                f"model's context of {context_length:,} tokens")
+
+
+def fit_prompts(tok, context_length: int | None, prompts: Sequence[str],
+                max_tokens: int) -> tuple[list[int], list[TooLong]]:
+    """Indices of the prompts that fit (module rule) and the ones that do not, with their token counts.
+    A prompt whose UTF-8 bytes already fit is not tokenised: no tokenizer makes more tokens than bytes
+    plus a few specials (byte-level BPE and byte fallback emit at most one token per byte). A long one is
+    tokenised by growing prefixes (4× the budget in characters, doubling) until the count passes the
+    budget or the prompt ends, so a 100 MB problem costs about what a budget-sized one does; its count
+    is then a lower bound (`exact` False)."""
+    budget = prompt_budget(context_length, max_tokens)
+    if budget is None:
+        return list(range(len(prompts))), []
+    fits, too_long = [], []
+    for i, p in enumerate(prompts):
+        if len(p.encode("utf-8", "surrogatepass")) + 8 <= budget:
+            fits.append(i)
+            continue
+        cut = 4 * max(budget, 1) + 64
+        while True:
+            n = len(tok(p[:cut], add_special_tokens=False)["input_ids"])
+            if n > budget + 64 or cut >= len(p):  # (a cut word can tokenise into a few more tokens than whole)
+                break
+            cut *= 2
+        if cut >= len(p) and n <= budget:
+            fits.append(i)
+        else:
+            too_long.append(TooLong(i, n if cut >= len(p) else budget + 64, exact=cut >= len(p)))
+    return fits, too_long
+
+
+def describe_too_long(too_long: Sequence[TooLong], context_length: int | None, max_tokens: int,
+                      name=lambda i: f"prompt {i}") -> str:
+    """One line for a report: how many prompts were left out and why, naming the first few."""
+    shown = ", ".join(f"{name(t.index)} ({t.size()})" for t in too_long[:3])
+    more = f" and {len(too_long) - 3} more" if len(too_long) > 3 else ""
+    return (f"left out {len(too_long)} prompt(s) longer than the model's context {context_length:,} minus "
+            f"max_tokens {max_tokens} = {prompt_budget(context_length, max_tokens):,} tokens: {shown}{more}")
 
 
 def chat_prompt(tokenizer, problem: str) -> str:

@@ -53,11 +53,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from tasks.generation.base import Completion, SamplingParams
+from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths
 
 GQA_SDPA = "klear_sdpa_gqa"
 
@@ -176,6 +176,7 @@ class HFGenerator:
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
         self.lean = lean_loop_supported(model) if loop == "auto" else loop == "lean"
         self.evict_frac = evict_frac
+        self.context_length = getattr(model.config, "max_position_embeddings", None)
 
     @classmethod
     def from_pretrained(cls, path: str, device: str | None = None, **kw) -> "HFGenerator":
@@ -186,7 +187,10 @@ class HFGenerator:
         return cls(model, AutoTokenizer.from_pretrained(path), **kw)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], params: SamplingParams,
+                 on_batch: Callable[[int, list[list[Completion]]], None] | None = None) -> list[list[Completion]]:
+        """Completions per prompt; `on_batch(start, completions)` after each batch of prompts, so a caller
+        can grade and report while the rest generates (the samples are the same with or without it)."""
         out: list[list[Completion]] = []
         per_batch = max(1, self.batch_size // params.n)
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
@@ -194,10 +198,13 @@ class HFGenerator:
             batch = list(prompts[start:start + per_batch])
             seed = int(torch.randint(0, 2**62, (1,), generator=gen))
             if self.lean:
-                out.extend(self._decode(batch, params, seed))
+                comps = self._decode(batch, params, seed)
             else:
                 torch.manual_seed(seed)
-                out.extend(self._generate_batch(batch, params))
+                comps = self._generate_batch(batch, params)
+            out.extend(comps)
+            if on_batch is not None:
+                on_batch(start, comps)
         return out
 
     # ------------------------------------------------------------ lean loop
@@ -206,6 +213,7 @@ class HFGenerator:
         model, dev, n, T = self.model, self.model.device, p.n, p.max_tokens
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
         ids, attn = enc["input_ids"], enc["attention_mask"].bool()
+        check_prompt_lengths(attn.sum(-1).tolist(), self.context_length, T)  # before the cache is sized
         P, L = ids.shape
         B = P * n
         gen = torch.Generator(device=dev).manual_seed(seed)
@@ -293,6 +301,7 @@ class HFGenerator:
 
     def _generate_batch(self, prompts: list[str], p: SamplingParams) -> list[list[Completion]]:
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        check_prompt_lengths(enc["attention_mask"].sum(-1).tolist(), self.context_length, p.max_tokens)
         greedy = p.temperature <= 0
         res = self.model.generate(
             **enc, max_new_tokens=p.max_tokens, do_sample=not greedy, num_return_sequences=p.n,

@@ -12,6 +12,11 @@ def vllm_available() -> bool:
 
 
 def make_generator(model_dir: str, backend: str = "auto", **kw):
+    """A generator over `model_dir`, after the model directory's checks (tasks/models/checks.py, deep):
+    a broken model is one ModelDirError naming the file, not an error from inside a backend."""
+    from tasks.models.checks import check_model_dir
+
+    check_model_dir(model_dir, deep=True)
     if backend == "auto":
         backend = "vllm" if vllm_available() and torch.cuda.is_available() else "hf"
     if backend == "hf":

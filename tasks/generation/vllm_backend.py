@@ -75,7 +75,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from tasks.generation.base import Completion, SamplingParams
+from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths
 
 CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
@@ -148,6 +148,7 @@ class VLLMGenerator:
         self.dtype = self.llm.llm_engine.model_config.dtype
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
         self.in_process = type(self.llm.llm_engine.engine_core).__name__ == "InprocClient"
+        self.context_length = int(getattr(self.llm.llm_engine.model_config, "max_model_len", 0) or 0) or None
 
     # ---- generation -----------------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
@@ -164,6 +165,7 @@ class VLLMGenerator:
                    seed=None if greedy else s, logprobs=0, stop_token_ids=stop, detokenize=False)
                for s in seeds]
         inputs = [{"prompt_token_ids": self.tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]
+        check_prompt_lengths([len(x["prompt_token_ids"]) for x in inputs], self.context_length, params.max_tokens)
         results = self.llm.generate(inputs, sps, use_tqdm=False)
         out = []
         for res in results:

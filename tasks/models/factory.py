@@ -1,5 +1,6 @@
 """`klear model init`: a Qwen2-architecture causal LM with random weights plus a locally trained
-tokenizer, saved with `save_pretrained` so transformers and vLLM load the directory as any HF model."""
+tokenizer, saved with `save_pretrained` so transformers and vLLM load the directory as any HF model.
+(Checks of an existing model directory: tasks/models/checks.py.)"""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ from typing import Iterable
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+from tasks.models.checks import ModelDirError, check_model_dir, context_length, existing_model  # noqa: F401
 from tasks.models.presets import PRESETS
 from tasks.models.tokenizer import EOS, IM_END, train_tokenizer
 
@@ -16,6 +18,11 @@ MODEL_CARD = "klear_model.json"
 
 
 def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int = 0) -> Path:
+    """Write a new random-init model into `out`. Weight files and a lineage file already there are removed
+    first: a stale shard would change the checkpoint id and a stale lineage would name other weights.
+    Callers decide whether `out` may be overwritten (the CLI refuses a model it did not make: --force)."""
+    from storage.checkpoints import LINEAGE_FILE
+
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
     from transformers.utils import logging as hf_logging
@@ -34,6 +41,8 @@ def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int 
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tok.pad_token_id,
                                                do_sample=True, temperature=0.6, top_p=0.95)
+    for stale in [*out.glob("*.safetensors"), *out.glob("*.bin"), *out.glob("*.index.json"), out / LINEAGE_FILE]:
+        stale.unlink(missing_ok=True)
     model.save_pretrained(str(out))
     tok.save_pretrained(str(out))
     (out / MODEL_CARD).write_text(json.dumps({

@@ -1,5 +1,6 @@
-"""Thin Prefect wrappers for training: progress artifact while it runs, loss-curve image and a markdown
-report after, checkpoint registered with lineage."""
+"""Thin Prefect wrappers for training: while it runs, a progress line every few seconds in the run log
+and a progress artifact (tasks/prefect_tasks.py); after, a loss-curve image and a markdown report, and
+the checkpoint registered with lineage."""
 from __future__ import annotations
 
 import base64
@@ -8,10 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.artifacts import (create_image_artifact, create_markdown_artifact, create_progress_artifact,
-                               update_progress_artifact)
+from prefect.artifacts import create_image_artifact, create_markdown_artifact
 from prefect.cache_policies import NONE
 
+from tasks.prefect_tasks import progress_feed
+from tasks.progress import ProgressLine, StepProgress
 from tasks.training.lineage import register_checkpoint
 from tasks.training.launch import run_sft
 from tasks.training.sft import SFTConfig
@@ -24,15 +26,18 @@ def png_data_url(path: Path) -> str:
 @task(name="sft-train", cache_policy=NONE)
 def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: bool, store: str | None,
                    nproc: int = 1) -> dict:
-    logger = get_run_logger()
-    artifact = create_progress_artifact(progress=0.0, description=f"SFT {out}")
+    feed = progress_feed("sft-progress", f"SFT {out}")
+    watch = StepProgress("sft", start_step=None, mode="off", feed=feed)  # the terminal has train_sft's own
 
     def on_step(step: int, total: int, values: dict) -> None:
-        update_progress_artifact(artifact, progress=100.0 * step / total)
-        if step == 1 or step % 10 == 0 or step == total:
-            logger.info("step %d/%d loss %.4f lr %.2e", step, total, values["loss"], values["lr"])
+        watch.update(step, total, tokens=values["input_tokens"], loss=values["loss"])
 
     result = run_sft(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
+    if nproc > 1:  # torchrun ranks report on their own stderr; here only the end is known
+        feed(ProgressLine(f"sft {result.steps} steps, final loss {result.losses[-1]:.4f}", 1.0))
+    batch = json.loads((Path(out) / "sft_config.json").read_text())
+    batch_line = batch.get("batch_size_auto") or f"batch size {batch.get('batch_size')}"
+    get_run_logger().info("%s", batch_line)
     row = register_checkpoint(out, "sft", model, result.dataset, {"sft": asdict(config), "data": data}, store)
     create_image_artifact(image_url=png_data_url(Path(out) / "loss.png"), key="sft-loss-curve",
                           description=f"SFT loss, {result.steps} steps")
@@ -40,7 +45,7 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
         f"# SFT checkpoint `{row['id']}`\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
         f"- dataset: `{result.dataset}` ({result.examples} examples, {result.truncated} truncated)\n"
         f"- steps: {result.steps}, loss {result.losses[0]:.4f} → {result.losses[-1]:.4f}\n"
-        f"- config: `{json.dumps(asdict(config))}`\n"))
+        f"- {batch_line}\n- config: `{json.dumps(asdict(config))}`\n"))
     return {"checkpoint": row["id"], "out": out, "steps": result.steps, "first_loss": result.losses[0],
             "last_loss": result.losses[-1], "dataset": result.dataset}
 
@@ -49,15 +54,15 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
 def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None) -> dict:
     from tasks.training.rl import train_rl
 
-    logger = get_run_logger()
-    artifact = create_progress_artifact(progress=0.0, description=f"RL ({config.loss}) {out}")
+    watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
+                         feed=progress_feed("rl-progress", f"RL ({config.loss}) {out}"))
+    rollouts = config.prompts_per_step * config.rollouts_per_prompt
 
     def on_step(step: int, total: int, values: dict) -> None:
-        update_progress_artifact(artifact, progress=100.0 * step / total)
-        logger.info("step %d/%d reward %.3f acc %.3f len %.1f clip low/high %.3f/%.3f%s", step, total,
-                    values["reward_mean"], values["accuracy"], values["response_len"], values.get("clip_frac_low", 0),
-                    values.get("clip_frac_high", 0),
-                    f" held-out avg@k {values['eval_avg_at_k']:.3f}" if "eval_avg_at_k" in values else "")
+        held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}
+        watch.update(step, total, tokens=values["response_len"] * rollouts, reward=values["reward_mean"],
+                     acc=values["accuracy"], clip_low=values.get("clip_frac_low", 0.0),
+                     clip_high=values.get("clip_frac_high", 0.0), **held_out)
 
     result = train_rl(model, data, out, config, resume=resume, on_step=on_step)
     row = register_checkpoint(out, "rl", model, result["dataset"], {"rl": asdict(config), "data": data}, store)

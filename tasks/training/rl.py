@@ -37,9 +37,9 @@ from tasks.progress import StepProgress
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.losses import policy_loss
 from tasks.training.config import RLConfig
-from tasks.training.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from tasks.training.checkpoint import check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
-from tasks.training.rl_data import PromptSampler, load_rl_rows
+from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
 from tasks.training.schedule import warmup_constant
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,21 @@ class Rollout:
 
 def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
              on_step: Callable[[int, int, dict], None] | None = None, graders: dict | None = None) -> dict:
+    """Entry rules (as train_sft): the model directory must load; `out` is claimed for this run
+    (storage/claims.py); a run that does not resume refuses an `out` holding another run's checkpoints
+    or metrics (--force in the CLI); `resume` continues from the newest complete checkpoint. Problems
+    whose prompt does not fit the context minus max_tokens are left out and counted (rl_data.py)."""
+    from storage.claims import claim_dir
+    from tasks.models.checks import check_model_dir
+
+    check_model_dir(model_dir, deep=True)
+    check_fresh_out(Path(out), resume)
+    with claim_dir(out):
+        return _train_rl(model_dir, data, out, cfg, resume, on_step, graders)
+
+
+def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
+              on_step: Callable[[int, int, dict], None] | None = None, graders: dict | None = None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -72,12 +87,14 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    ckpt = latest_checkpoint(out) if resume else None
+    ckpt = resume_checkpoint(out) if resume else None
     torch.manual_seed(cfg.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True
     rows, dataset = load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
+    rows, too_long = keep_fitting(rows, tok, getattr(model.config, "max_position_embeddings", None),
+                                  cfg.max_tokens, data)
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
@@ -87,7 +104,8 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
         step = load_training_state(ckpt, opt, sched, device)
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None)
     (out / "rl_config.json").write_text(json.dumps({"model": model_dir, "data": data, "dataset": dataset,
-                                                    "config": asdict(cfg), "lr": lr, "prompts": len(rows)}, indent=2))
+                                                    "config": asdict(cfg), "lr": lr, "prompts": len(rows),
+                                                    "too_long_prompts": too_long}, indent=2))
     gen = _make_rollout_engine(model, tok, model_dir, cfg)
     gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
     own_graders = graders is None
@@ -293,5 +311,6 @@ def _held_out(gen, tok, cfg: RLConfig, graders) -> float:
     from tasks.evaluation.evaluate import EvalConfig, evaluate
 
     res = evaluate("", "held-out", cfg.eval_benchmark, EvalConfig(k=cfg.eval_k, max_tokens=cfg.max_tokens,
-                                                                 seed=cfg.seed), generator=gen, graders=graders)
+                                                                 seed=cfg.seed), generator=gen, graders=graders,
+                   progress_mode="off")  # the RL step's progress has the terminal; avg@k shows in its line
     return res.avg_at_k

@@ -1,12 +1,19 @@
 """RL prompts: canonical problems that can be rewarded (math with an answer, code with tests), from a
 store (its current dataset version) or a canonical file; optional pass-rate window from difficulty tags
-(paper: code pass rate ≥ 0.5 over 16 samples; math: a majority of 16 samples pass)."""
+(paper: code pass rate ≥ 0.5 over 16 samples; math: a majority of 16 samples pass).
+
+Problems whose prompt does not fit the model's context minus max_tokens (tasks/generation/base.py) are
+left out before sampling (`keep_fitting`): counted, named in a warning, and never the end of the run
+unless no problem is left."""
 from __future__ import annotations
 
+import logging
 import random
 from functools import lru_cache
 
 from tasks.training.sft_data import read_problems
+
+log = logging.getLogger(__name__)
 
 
 def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"), min_pass_rate: float | None = None,
@@ -26,6 +33,21 @@ def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"), min_pas
     if not keep:
         raise ValueError(f"{data}: no rewardable problems (math with an answer, code with tests) in {domains}")
     return keep, dataset
+
+
+def keep_fitting(rows: list[dict], tok, context_length: int | None, max_tokens: int,
+                 data: str) -> tuple[list[dict], int]:
+    """The rows whose chat prompt fits (module rule) and how many were left out; ValueError if none fit."""
+    from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
+
+    fits, too_long = fit_prompts(tok, context_length, [chat_prompt(tok, r["problem"]) for r in rows], max_tokens)
+    if too_long:
+        log.warning("%s: %s", data, describe_too_long(too_long, context_length, max_tokens,
+                                                      lambda i: f"problem {rows[i].get('id', i)}"))
+    if not fits:
+        raise ValueError(f"{data}: no problem's prompt fits the model's context {context_length} minus "
+                         f"max_tokens {max_tokens}")
+    return [rows[i] for i in fits], len(too_long)
 
 
 class PromptSampler:

@@ -1,0 +1,29 @@
+"""Curation reports each step's rows as it goes: plain lines on stderr off a terminal, and the same lines
+to the `progress` callback (the Prefect wrapper's run log and artifact) with the fraction of the whole run."""
+import re
+
+from tasks.curation.config import CurateConfig
+from tasks.curation.pipeline import curate
+from tasks.progress import ProgressLine
+from tests.curation.fixtures import expected, write_corpus
+
+
+def test_every_step_reports_its_rows_with_the_fraction_of_the_whole_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KLEAR_PROGRESS", "plain")
+    files = write_corpus(tmp_path)
+    lines: list[ProgressLine] = []
+    result = curate(CurateConfig(sources=[{"name": "a", "path": str(files["a"])},
+                                          {"name": "b", "path": str(files["b"])}],
+                                 benchmarks={"bench": str(files["bench"])}), progress=lines.append)
+    steps = [re.match(r"curate (\S+(?: [ab])?) rows", l).group(1) for l in lines]
+    assert list(dict.fromkeys(steps)) == ["read a", "read b", "exact-dedup", "near-dedup", "decontaminate"]
+    # 5 steps; each source is read in one line (< 256 rows), the others say 0/n when they start
+    assert [l.fraction for l in lines] == [0.2, 0.4, 0.4, 0.6, 0.6, 0.8, 0.8, 1.0]
+    exp = expected()
+    rows_in_a = sum(src == "a" for src, _ in exp)
+    assert any(re.match(rf"curate read a rows {rows_in_a}/{rows_in_a} kept \d+ rows/s [\d,]+ done in", l)
+               for l in lines), lines
+    n = result.problems.num_rows
+    assert re.match(rf"curate decontaminate rows {n + result.counts['contaminated']}/\d+ contaminated "
+                    rf"{result.counts['contaminated']} ", lines[-1]), lines[-1]
+    assert capsys.readouterr().err.splitlines() == list(lines)  # the terminal shows the same lines

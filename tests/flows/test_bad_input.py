@@ -1,0 +1,328 @@
+"""A careless user's bad invocations, command by command, as a subprocess: each ends as ONE line on stderr
+(`klear: error: ...` naming the flag, file or row), exit code 2, no traceback, before any flow starts.
+Bad rows do not end a run: it completes and names the row. One behaviour per test, parametrized over the
+commands it applies to. Tests that start Prefect or train are marked slow."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD_ROWS = [{"problem": f"What is {a} plus {b}?", "answer": str(a + b),
+              "response": f"<think>{a} + {b} = {a + b}</think> \\boxed{{{a + b}}}"} for a in range(4) for b in range(4)]
+HUGE = {"problem": "Compute " + "1 + " * 250_000 + "1.", "answer": "250001"}  # 1 MB
+
+
+def klear(*args, env=None, timeout=300):
+    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **(env or {})}
+    e.pop("PREFECT_API_URL", None)
+    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line(r, *needles):
+    """Exit 2, no traceback, stderr exactly one `klear: error:` line holding every needle."""
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("klear: error: "), r.stderr[-3000:]
+    for needle in needles:
+        assert str(needle) in lines[0], (needle, lines[0])
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _checkpoint(out: Path, model: Path, optimizer: bytes | None = None, state: str | None = None) -> Path:
+    """A complete-looking checkpoints/step-2 (weights, optimizer, trainer state) in `out`."""
+    import torch
+
+    d = out / "checkpoints" / "step-2"
+    shutil.copytree(model, d)
+    if optimizer is None:
+        torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt")
+    else:
+        (d / "optimizer.pt").write_bytes(optimizer)
+    (d / "trainer_state.json").write_text(state or json.dumps({"step": 2, "scheduler": {}}))
+    return d
+
+
+@pytest.fixture(scope="module")
+def fx(tmp_path_factory):
+    """Files a user might pass: good ones, and each broken one the tests name."""
+    from storage.store import Store
+    from tasks.curation.config import CurateConfig
+    from tasks.curation.dataset import build_curated_version, plan_curation
+    from tasks.models.factory import init_model
+
+    w = tmp_path_factory.mktemp("bad")
+    f = {"w": w, "good": _jsonl(w / "good.jsonl", GOOD_ROWS), "bench": _jsonl(w / "bench.jsonl", GOOD_ROWS[:3]),
+         "huge": _jsonl(w / "huge.jsonl", [GOOD_ROWS[0], HUGE]), "file": w / "a-file"}
+    f["file"].write_text("x")
+    for d in ("dir.jsonl", "dir.parquet", "plain-dir"):
+        (w / d).mkdir()
+        f[d] = w / d
+    f["model"] = init_model(w / "model", [r["problem"] + r["response"] for r in GOOD_ROWS], seed=0)
+    breaks = {
+        "truncated weights": ("model.safetensors", lambda p: p.write_bytes(p.read_bytes()[:5000])),
+        "garbage weights": ("model.safetensors", lambda p: p.write_bytes(b"\x00garbage" * 100)),
+        "no weights": ("", lambda p: (p / "model.safetensors").unlink()),
+        "config not JSON": ("config.json", lambda p: p.write_text("{not json")),
+        "config without model_type": ("config.json", lambda p: p.write_text('{"hidden_size": 8}')),
+        "garbled tokenizer": ("tokenizer.json", lambda p: p.write_text("{garbage")),
+    }
+    for name, (file, damage) in breaks.items():
+        d = shutil.copytree(f["model"], w / name.replace(" ", "-"))
+        damage(d / file if file else d)
+        f[name] = d / file if file else d
+        f[name + " dir"] = d
+    store = str(w / "store")
+    cfg = CurateConfig(sources=[{"name": "g", "path": str(f["good"])}], store=store)
+    Store(store).publish(build_curated_version(cfg, *plan_curation(cfg)).id)
+    f["store"] = store
+    return f
+
+
+def _fill(fx, text) -> str:
+    """`{name}` → the fixture path of that name (names hold dots, so not str.format)."""
+    text = str(text)
+    for k, v in fx.items():
+        if isinstance(v, (Path, str)):
+            text = text.replace("{" + k + "}", str(v))
+    return text
+
+
+def _args(fx, command, **over):
+    """A valid invocation of `command`, with some arguments replaced (None drops one)."""
+    m, g, w = fx["model"], fx["good"], fx["w"]
+    base = {
+        "sft": {"--model": m, "--data": g, "--out": w / "runs" / "sft", "--max-steps": 1},
+        "rl": {"--model": m, "--data": g, "--out": w / "runs" / "rl", "--steps": 1, "--domains": "math"},
+        "ablate": {"--model": m, "--data": g, "--out": w / "runs" / "ab", "--benchmark": fx["bench"], "--steps": 1,
+                   "--domains": "math"},
+        "eval": {"--model": m, "--benchmark": f"b={fx['bench']}"},
+        "tag-difficulty": {"--model": m, "--store": fx["store"]},
+        "curate": {"--source": f"g={g}", "--store": w / "cur-store"},
+        "model init": {"--out": w / "runs" / "init"},
+        "pipeline": {"--store": w / "pipe-store"},
+        "demo": {"--store": w / "demo-store"},
+    }[command]
+    opts = {**base, **over}
+    args = command.split()
+    for k, v in opts.items():
+        if v is True:
+            args.append(k)
+        elif v is not None:
+            args += [k, v]
+    return args
+
+
+# -- paths ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, over, needle", [
+    ("curate", {"--source": "a={dir.jsonl}"}, "--source a={dir.jsonl}: is a directory"),
+    ("curate", {"--benchmark": "b={dir.parquet}"}, "--benchmark b={dir.parquet}: is a directory"),
+    ("sft", {"--data": "{dir.jsonl}"}, "--data {dir.jsonl}: a directory that is not a store"),
+    ("rl", {"--data": "{plain-dir}"}, "--data {plain-dir}: a directory that is not a store"),
+    ("ablate", {"--data": "{dir.jsonl}"}, "--data {dir.jsonl}: a directory that is not a store"),
+    ("eval", {"--benchmark": "b={dir.jsonl}"}, "--benchmark b={dir.jsonl}: is a directory"),
+    ("ablate", {"--benchmark": "{dir.jsonl}"}, "--benchmark {dir.jsonl}: is a directory"),
+    ("rl", {"--eval-benchmark": "{dir.jsonl}", "--eval-every": 1},
+     "eval_benchmark (--eval-benchmark) {dir.jsonl}: is a directory"),
+    ("model init", {"--corpus": "{dir.jsonl}"}, "--corpus {dir.jsonl}: "),
+])
+def test_a_directory_where_a_file_is_expected(fx, command, over, needle):
+    assert_one_line(klear(*_args(fx, command, **{k: _fill(fx, v) for k, v in over.items()})), _fill(fx, needle))
+
+
+def test_verify_input_that_is_a_directory(fx):
+    assert_one_line(klear("verify", fx["dir.jsonl"], "--out", fx["w"] / "v.jsonl"), f"{fx['dir.jsonl']}: is a directory")
+
+
+@pytest.mark.parametrize("command", ["curate", "tag-difficulty", "eval", "pipeline", "demo"])
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_store_that_is_a_file(fx, command, where):
+    store = fx["file"] if where == "a file" else fx["file"] / "store"
+    assert_one_line(klear(*_args(fx, command, **{"--store": store})), f"--store {store}: ")
+
+
+def test_a_store_from_the_environment_that_is_a_file(fx):
+    r = klear(*_args(fx, "curate", **{"--store": None}), env={"KLEAR_STORE": str(fx["file"])})
+    assert_one_line(r, f"$KLEAR_STORE {fx['file']}: is a file")
+
+
+def test_curate_verify_code_into_a_store_under_a_file(fx):
+    store = fx["file"] / "s"
+    assert_one_line(klear(*_args(fx, "curate", **{"--store": store}), "--verify-code"), f"--store {store}: ")
+
+
+@pytest.mark.parametrize("command", ["curate", "pipeline"])
+def test_a_store_that_cannot_be_created(fx, command):
+    """Root may write anywhere a directory can be made; /proc takes no new directory from anyone."""
+    assert_one_line(klear(*_args(fx, command, **{"--store": "/proc/klear-store"})), "--store /proc/klear-store: ")
+
+
+@pytest.mark.parametrize("command", ["sft", "rl", "ablate", "model init"])
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_out_that_is_a_file(fx, command, where):
+    out = fx["file"] if where == "a file" else fx["file"] / "out"
+    assert_one_line(klear(*_args(fx, command, **{"--out": out})), f"--out {out}: ")
+
+
+@pytest.mark.parametrize("out, why", [("{dir.jsonl}", "is a directory"), ("{file}/o.jsonl", "cannot write there"),
+                                      ("{bench}", "is not a klear verify result; pass --force")])
+def test_verify_out_that_cannot_be_written_or_is_someone_elses_data(fx, out, why):
+    out = _fill(fx, out)
+    assert_one_line(klear("verify", fx["good"], "--out", out), f"--out {out}: ", why)
+
+
+# -- corrupt models and checkpoints ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["sft", "rl", "eval", "tag-difficulty", "ablate"])
+@pytest.mark.parametrize("damage", ["truncated weights", "config not JSON"])
+def test_a_corrupt_model_names_the_file(fx, command, damage):
+    assert_one_line(klear(*_args(fx, command, **{"--model": fx[damage + " dir"]})), f"--model {fx[damage]}: ")
+
+
+@pytest.mark.parametrize("damage", ["garbage weights", "no weights", "config without model_type", "garbled tokenizer"])
+def test_every_kind_of_broken_model_names_the_file(fx, damage):
+    assert_one_line(klear(*_args(fx, "eval", **{"--model": fx[damage + " dir"]})), f"--model {fx[damage]}: ")
+
+
+@pytest.mark.parametrize("command", ["sft", "rl"])
+@pytest.mark.parametrize("damage, file", [("optimizer", "optimizer.pt"), ("state", "trainer_state.json"),
+                                          ("weights", "model.safetensors")])
+def test_a_corrupt_checkpoint_on_resume_names_it(fx, tmp_path, command, damage, file):
+    out = tmp_path / "run"
+    ckpt = _checkpoint(out, fx["model"], optimizer=b"garbage" if damage == "optimizer" else None,
+                       state="{broken" if damage == "state" else None)
+    if damage == "weights":
+        (ckpt / file).write_bytes((ckpt / file).read_bytes()[:4000])
+    assert_one_line(klear(*_args(fx, command, **{"--out": out, "--resume": True})), f"checkpoint {ckpt}", file)
+
+
+# -- output directories: one run at a time, nothing overwritten without --force -----------------------------
+
+@pytest.mark.parametrize("command", ["sft", "rl"])
+def test_an_out_holding_another_runs_checkpoint_needs_resume_or_force(fx, tmp_path, command):
+    _checkpoint(tmp_path / "run", fx["model"])
+    assert_one_line(klear(*_args(fx, command, **{"--out": tmp_path / "run"})), "another run's checkpoint",
+                    "--resume", "--force")
+
+
+@pytest.mark.parametrize("command", ["sft", "rl"])
+def test_an_out_holding_a_model_needs_force(fx, tmp_path, command):
+    """`--out` naming a model (the base model itself, say): training would overwrite its weights at the end."""
+    model = shutil.copytree(fx["model"], tmp_path / "m")
+    assert_one_line(klear(*_args(fx, command, **{"--out": model})), f"--out {model}: holds a model it would overwrite",
+                    "--force")
+
+
+def test_resume_and_force_together_is_one_line(fx, tmp_path):
+    assert_one_line(klear(*_args(fx, "sft", **{"--out": tmp_path, "--resume": True, "--force": True})),
+                    "--resume and --force contradict")
+
+
+def test_model_init_refuses_an_existing_model_without_force(fx, tmp_path):
+    trained = shutil.copytree(fx["model"], tmp_path / "trained")
+    before = (trained / "model.safetensors").read_bytes()
+    assert_one_line(klear("model", "init", "--out", trained), f"--out {trained}: already holds a model", "--force")
+    assert (trained / "model.safetensors").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["sft", "rl", "ablate", "model init"])
+def test_a_second_run_on_a_claimed_out_is_refused_naming_the_holder(fx, tmp_path, command):
+    out = tmp_path / "busy"
+    code = (f"import time; from storage.claims import acquire; acquire({str(out)!r}, 'klear sft --out busy'); "
+            "print('held', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert_one_line(klear(*_args(fx, command, **{"--out": out})), f"--out {out}: in use by another run",
+                        f"pid {holder.pid}", "klear sft --out busy")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- prompt length ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, over", [
+    ("eval", {"--benchmark": "h={huge}"}),
+    ("ablate", {"--benchmark": "{huge}"}),
+    ("rl", {"--eval-benchmark": "{huge}", "--eval-every": 1}),
+])
+def test_a_benchmark_prompt_longer_than_the_context_is_one_line(fx, command, over):
+    over = {k: _fill(fx, v) for k, v in over.items()}
+    assert_one_line(klear(*_args(fx, command, **over)), f"{fx['huge']}", "row 2: the prompt",
+                    "does not fit the model's context 1,024")
+
+
+@pytest.mark.parametrize("command", ["eval", "rl", "tag-difficulty"])
+def test_max_tokens_past_the_context_is_one_line(fx, command):
+    assert_one_line(klear(*_args(fx, command, **{"--max-tokens": 4096})), "--max-tokens 4096: must be below",
+                    "context of 1024")
+
+
+# -- bad rows: the run goes on and names the row -------------------------------------------------------------
+
+def test_model_init_skips_a_bad_corpus_row_and_names_it(fx, tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps(GOOD_ROWS[0]) + "\n{oops\n" + json.dumps(GOOD_ROWS[1]) + "\n")
+    r = klear("model", "init", "--out", tmp_path / "m", "--corpus", corpus)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"{corpus} row 2: not JSON" in r.stderr
+
+
+@pytest.mark.slow  # curation runs as a Prefect flow
+def test_curate_keeps_going_past_bad_rows_and_records_each_with_its_row(fx, tmp_path):
+    import duckdb
+
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"problem": "p ok one two three", "answer": "3"}\n{oops\n"just a string"\n'
+                   '{"problem": "p nan", "answer": NaN}\n{"problem": "p inf", "answer": Infinity}\n')
+    r = klear("curate", "--source", f"s={src}", "--store", tmp_path / "store")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    con = duckdb.connect(str(tmp_path / "store" / "catalog.duckdb"), read_only=True)
+    dropped = con.sql("select row, reason, detail from dropped order by row").fetchall()
+    assert [(row, reason) for row, reason, _ in dropped] == [(2, "malformed"), (3, "malformed"), (4, "malformed"),
+                                                             (5, "malformed")]
+    assert "finite number" in dropped[2][2] and "finite number" in dropped[3][2]
+    assert con.sql("select count(*) from problems").fetchall() == [(1,)]
+
+
+# -- errors that only a flow can find: one line, not Prefect's traceback and then the line ------------------
+
+@pytest.mark.slow  # starts Prefect
+@pytest.mark.parametrize("command", ["sft", "rl", "eval"])
+def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command):
+    """A config with a model_type transformers does not know passes the CLI's light checks; the trainer's
+    entry finds it (tasks/models/checks.py, deep) inside the flow; eval, which loads the tokenizer to bound
+    prompt lengths, finds it before."""
+    model = shutil.copytree(fx["model"], tmp_path / "m")
+    cfg = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**cfg, "model_type": "no-such-architecture"}))
+    out = {"--out": tmp_path / "o"} if command in ("sft", "rl") else {}
+    r = klear(*_args(fx, command, **{"--model": model, **out}), timeout=600)
+    lines = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith(f"klear {command}")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("klear: error: ")
+    assert f"{model}/config.json: not a usable model config" in lines[0]
+
+
+@pytest.mark.slow  # trains one step behind Prefect
+def test_a_stale_claim_from_a_dead_run_is_taken_over(fx, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / ".klear-claim.json").write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename,
+                                                       "command": "klear sft (killed)", "since": "earlier"}))
+    r = klear(*_args(fx, "sft", **{"--out": out}), "--batch-size", 2, "--seq-len", 64, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (out / ".klear-claim.json").exists() and (out / "model.safetensors").exists()
