@@ -32,7 +32,7 @@ import pickle
 import zlib
 from typing import Any, Callable, Mapping
 
-from tasks.curation.schema import InvalidTestsRow, Malformed, iso_date
+from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date
 
 Layout = Callable[[Mapping[str, Any]], dict[str, Any]]
 LAYOUTS: dict[str, Layout] = {}

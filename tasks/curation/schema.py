@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date, shown as _shown  # noqa: F401
 from tasks.curation.textnorm import problem_id
 
 DOMAINS = ("math", "code")
@@ -54,19 +55,6 @@ DROPPED_SCHEMA = pa.schema([
     ("detail", pa.string()),
     ("problem", pa.string()), # the problem text, or the raw line when the row could not be parsed
 ])
-
-
-class Malformed(ValueError):
-    """An input row that cannot be mapped to the canonical schema; the message says why."""
-
-    reason = "malformed"  # the `dropped` reason it is recorded under
-
-
-class InvalidTestsRow(Malformed):
-    """A row whose tests are well-formed but cannot be judged safely (an assert that would run its check
-    in the program's process): recorded as `invalid_tests`."""
-
-    reason = "invalid_tests"
 
 
 @dataclass
@@ -133,29 +121,6 @@ def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False)
     if not isinstance(v, str):
         raise Malformed(f"{field} must be a string, got {type(v).__name__}")
     return v
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    """A value for a one-line message: its repr (newlines escaped), cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def iso_date(value: Any, field: str = "date") -> str | None:
-    """`value` as an ISO date `YYYY-MM-DD` (None when absent or blank). Accepts a date, a date-time, or
-    text holding an ISO date optionally followed by a time (`2023-08-21T00:00:00`); else Malformed."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, datetime.datetime):
-        return value.date().isoformat()
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    if isinstance(value, str):
-        try:
-            return datetime.datetime.fromisoformat(value.strip()).date().isoformat()
-        except ValueError:
-            pass
-    raise Malformed(f"{field} must be an ISO date (YYYY-MM-DD), got {_shown(value)}")
 
 
 def _solutions(row: Mapping[str, Any]) -> list[str] | None:
