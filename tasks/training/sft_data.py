@@ -16,8 +16,6 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-import torch
-
 from tasks.generation.base import chat_prompt
 
 IGNORE = -100
@@ -141,9 +139,11 @@ def pack_examples(examples: list[Example], seq_len: int, pad_id: int, seed: int,
     return packs, truncated
 
 
-def collate(packs: list[Pack]) -> dict[str, torch.Tensor]:
+def collate(packs: list[Pack]) -> dict:
     """Batch tensors: input_ids, labels (already aligned to inputs; shift happens in the loss),
     position_ids and a 4-D boolean block-diagonal causal mask (True = may attend)."""
+    import torch  # here, not at import: the CLI reads training rows (read_problems) without torch
+
     seg = torch.tensor([p.segments for p in packs])
     t = seg.shape[1]
     causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
