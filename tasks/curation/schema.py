@@ -123,13 +123,18 @@ def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False)
     return v
 
 
+def _json_text(v: Any, bad: str) -> Any:
+    """A field given as JSON text is decoded (blank: None); any other value is returned as it is."""
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v) if v.strip() else None
+    except (ValueError, RecursionError):
+        raise Malformed(bad) from None
+
+
 def _solutions(row: Mapping[str, Any]) -> list[str] | None:
-    v = row.get("solutions")
-    if isinstance(v, str):
-        try:
-            v = json.loads(v) if v.strip() else None
-        except (ValueError, RecursionError):
-            raise Malformed("solutions is not a JSON list") from None
+    v = _json_text(row.get("solutions"), "solutions is not a JSON list")
     if v is None:
         return None
     if not isinstance(v, (list, tuple)):
@@ -142,12 +147,7 @@ def _solutions(row: Mapping[str, Any]) -> list[str] | None:
 
 
 def _meta(row: Mapping[str, Any]) -> str | None:
-    v = row.get("meta")
-    if isinstance(v, str):
-        try:
-            v = json.loads(v) if v.strip() else None
-        except (ValueError, RecursionError):
-            raise Malformed("meta is not valid JSON") from None
+    v = _json_text(row.get("meta"), "meta is not valid JSON")
     if v is None:
         return None
     if not isinstance(v, Mapping):

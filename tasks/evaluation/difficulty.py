@@ -57,7 +57,7 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     """`feed` gets the progress lines (problems done, samples, correct so far) at most every few seconds
     (tasks/progress.py StepProgress), as stderr does."""
     from tasks.evaluation.evaluate import sample_and_grade
-    from tasks.generation.base import SamplingParams, chat_prompt, describe_too_long, fit_prompts
+    from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
     from tasks.generation.select import make_generator
 
     store = Store(store_root)
@@ -77,8 +77,7 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     if too_long:
         log.warning("difficulty: %s", describe_too_long(too_long, gen.context_length, cfg.max_tokens,
                                                         lambda i: f"problem {rows[i]['id']}"))
-    params = SamplingParams(n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-                            seed=cfg.seed)
+    params = cfg.sampling_params(cfg.k)
     graders: dict = {}
     report = StepProgress("difficulty", unit="problems", feed=feed)
     try:

@@ -152,8 +152,7 @@ def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=No
     gen = generator or make_generator(model_dir, cfg.backend)
     prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
     require_fit(path, gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
-    params = SamplingParams(n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-                            seed=cfg.seed)
+    params = cfg.sampling_params(cfg.k)
     own = graders is None
     graders = {} if own else graders
     report = StepProgress(f"eval {name}", unit="problems", mode=progress_mode, feed=feed)

@@ -25,13 +25,13 @@ import json
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from tasks.generation.base import SamplingParams, chat_prompt
+from tasks.generation.base import chat_prompt
 from tasks.grading.rewards import is_correct, reward_from_grade
 from tasks.progress import StepProgress
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
@@ -117,9 +117,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             batch = sampler.batch(step)
             prompts = [chat_prompt(tok, r["problem"]) for r in batch]
             model.eval()
-            comps = gen.generate(prompts, SamplingParams(n=cfg.rollouts_per_prompt, temperature=cfg.temperature,
-                                                         top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-                                                         seed=cfg.seed * 1_000_003 + step))
+            comps = gen.generate(prompts, replace(cfg.sampling_params(cfg.rollouts_per_prompt),
+                                                  seed=cfg.seed * 1_000_003 + step))
             t_gen = time.perf_counter() - t0
             grades = grade_samples(batch, [[c.text for c in cs] for cs in comps], graders)
             rollouts = _rollouts(batch, prompts, comps, grades, tok, cfg)
