@@ -7,6 +7,7 @@
 #                                     #      expected ≈ 3 min
 #   bash bench/gpu.sh --cpu-smoke     # CPU: tiny shape, a few steps, same code paths (KLEAR_GPU_BENCH_SMOKE=1
 #                                     #      does the same); vLLM is skipped when there is no GPU
+#   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
 #
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
@@ -22,10 +23,19 @@
 #                    max_tokens 1024 → generated tokens/s; then sync_weights(fp32 policy on the GPU) × 3 after
 #                    one warm-up push → seconds per in-place weight sync. Without an importable vLLM it
 #                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout)
-#   rl fp32  (80 s)  tasks.training.rl._update, GPPO, 16 prompts × 8 rollouts (prompt 128, response
+#   rl fp32  (80 s)  tasks.training.rl_update.update_policy, GPPO, 16 prompts × 8 rollouts (prompt 128, response
 #                    384-1024 tokens, mixed rewards), 2 mini-batches, micro-batch 8: 1 warm-up + 2 timed
 #                    updates in fp32 (RLConfig.bf16=False)
 #   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast, fp32 weights; train_rl's GPU default)
+#   rl_dist (240 s)  `klear rl --nproc <all GPUs> --strategy fsdp --backend vllm` on the setup model: 4 steps of
+#                    16 prompts × 8 rollouts, max_tokens 1024, 2 mini-batches, micro-batch 8, zero-variance
+#                    filter off (every rollout trained); the first step is a warm-up. From its metrics.jsonl:
+#                    generation tokens/s (response_len × rollouts / t_generate_s), weight-sync seconds
+#                    (t_sync_s), update MFU = 6·N·tokens / (t_update · GPUs · peak of that GPU type); t_update
+#                    is t_update_s when logged, else t_step_s − t_generate_s − t_sync_s (grading included).
+#                    Skipped, with one line saying why, without a CUDA device, vLLM, or a `klear rl` that
+#                    takes --nproc/--strategy/--backend. After the parts above it gets what the global
+#                    budget leaves; --rl-dist runs it right after setup
 #
 # MFU (model FLOPs utilisation), stated once for every part:
 #   MFU = Σ_sequences (6·N·s + 6·L·d_attn·s²) / seconds / 989e12
@@ -42,17 +52,21 @@
 # On the device machine: nothing of ours is installed there; its image's python3 (3.12, torch, transformers,
 # pyarrow, fsspec, tensorboard, matplotlib) runs the repo from PYTHONPATH. vLLM is NOT in that image and
 # cannot travel (vllm 0.32.0's wheel is 327 MB; a call carries 64 MiB), so there the rollout part falls back
-# to the HF engine unless a future image has vllm. Device call:
+# to the HF engine unless a future image has vllm, and rl_dist is skipped (no vLLM; nor typer/prefect for
+# `klear rl`). Device calls:
 #   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=540)
+#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh --rl-dist", timeout_s=400)   # an image with vLLM
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
 SMOKE=${KLEAR_GPU_BENCH_SMOKE:-0}
+ONLY_RL_DIST=0
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke|--smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    --rl-dist) ONLY_RL_DIST=1 ;;
+    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -68,11 +82,11 @@ if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
   FLAG=--smoke
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
-  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_ROLLOUT=240; L_RL=120; L_RLB=120
+  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_RLD=240
 else
   FLAG=
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
-  GLOBAL_S=450; L_SETUP=60; L_SFT=110; L_ROLLOUT=150; L_RL=80; L_RLB=60
+  GLOBAL_S=450; L_SETUP=60; L_SFT=110; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
 LOG=bench/out/gpu.log; : >"$LOG"
@@ -115,10 +129,13 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
 }
 
 run_part setup "$L_SETUP" setup
-run_part sft "$L_SFT" sft
-run_part rollout "$L_ROLLOUT" rollout
-run_part rl_update_fp32 "$L_RL" rl --precision fp32
-run_part rl_update_bf16 "$L_RLB" rl --precision bf16
+if [ "$ONLY_RL_DIST" != 1 ]; then
+  run_part sft "$L_SFT" sft
+  run_part rollout "$L_ROLLOUT" rollout
+  run_part rl_update_fp32 "$L_RL" rl --precision fp32
+  run_part rl_update_bf16 "$L_RLB" rl --precision bf16
+fi
+run_part rl_dist "$L_RLD" rl_dist
 
 "$PY" bench/gpu_bench.py report --work "$WORK" $FLAG --started "$START" 2>&1 | tail -n 1 >&2
 [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/gpu.log" 2>/dev/null

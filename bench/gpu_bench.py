@@ -2,7 +2,7 @@
 the formula and the budgets). Every measurement is one JSON line on stdout, also appended to
 WORK/results.jsonl, written as soon as it is measured (a part killed at its time limit keeps what it had).
 
-    python bench/gpu_bench.py setup|sft|rollout|rl|report --work DIR [--smoke] [--precision fp32|bf16]
+    python bench/gpu_bench.py setup|sft|rollout|rl|rl_dist|report --work DIR [--smoke] [--precision fp32|bf16]
 
 setup     random-init Qwen2-shaped model (GPU: hidden 896, 24 layers, 14/2 heads, ffn 4864, vocab 32768,
           tied embeddings, ~0.39B parameters) + a BPE tokenizer from tasks/models/tokenizer, saved as an HF
@@ -11,8 +11,12 @@ sft       tasks.training.sft.train_sft on those rows; the timed window is the st
 rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
           sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
           backend "hf" (the policy itself, tasks.generation.hf_backend) is timed instead, labelled so.
-rl        tasks.training.rl._update (advantages → behaviour log-prob pass → mini-batch GPPO optimizer
+rl        tasks.training.rl_update.update_policy (advantages → behaviour log-prob pass → mini-batch GPPO optimizer
           steps) on synthetic rollouts with mixed rewards, as train_rl calls it after generation + grading.
+rl_dist   `klear rl --nproc <GPUs> --strategy fsdp --backend vllm` on the setup model for a few steps (the
+          whole distributed RL step: vLLM rollouts, grading, FSDP update, weight sync), measured from the
+          run's metrics.jsonl; skipped, one line saying why, without a CUDA device, an importable vLLM, or a
+          `klear rl` that takes --nproc/--strategy/--backend.
 report    merges WORK/results.jsonl into bench/out/gpu.json (and $OUT/gpu.json when $OUT is set).
 """
 from __future__ import annotations
@@ -29,10 +33,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# `python bench/gpu_bench.py` puts bench/ first on sys.path, where bench/sandbox.py would shadow the repo's
+# sandbox package (reading problems imports sandbox.testcases): the repo goes first, bench/ not at all
+sys.path[:] = [str(REPO)] + [p for p in sys.path if Path(p or ".").resolve() not in (REPO, REPO / "bench")]
 
 PEAK_TFLOPS = 989.0  # H200 SXM dense bf16 (vendor datasheet, = H100 SXM); KINDS.md measured ~790 on an 8k GEMM
+# dense bf16 peak per GPU (vendor datasheets, without sparsity), by a substring of the device name, first match
+# wins (so "H100 PCIe" before "H100", "A100" before "A10", "L40S" before "L4"); rl_dist quotes its MFU
+# against the entry of its GPU, PEAK_TFLOPS when none matches
+PEAK_TFLOPS_BY_GPU = [("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0),
+                      ("L40S", 362.0), ("L4", 121.0), ("A10", 125.0)]
 
 GPU = {
     "model": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
@@ -44,6 +54,8 @@ GPU = {
     "rollout_hf": dict(prompts=16, n=8, max_tokens=512, prompt_words=60),
     "rl": dict(prompts=16, n=8, prompt_len=128, resp_min=384, resp_max=1024, micro_batch_size=8,
                mini_batches=2, warmup_updates=1, timed_updates=2),
+    "rl_dist": dict(steps=4, warmup_steps=1, prompts=16, n=8, max_tokens=1024, prompt_words=60,
+                    mini_batches=2, micro_batch_size=8),
 }
 SMOKE = {
     "model": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
@@ -55,6 +67,8 @@ SMOKE = {
     "rollout_hf": dict(prompts=2, n=2, max_tokens=16, prompt_words=8),
     "rl": dict(prompts=2, n=4, prompt_len=16, resp_min=8, resp_max=32, micro_batch_size=4,
                mini_batches=2, warmup_updates=1, timed_updates=1),
+    "rl_dist": dict(steps=2, warmup_steps=1, prompts=2, n=2, max_tokens=16, prompt_words=8,
+                    mini_batches=1, micro_batch_size=2),
 }
 
 
@@ -377,12 +391,10 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True
     model.eval()
-    cfg = rl.RLConfig(backend="hf", rollouts_per_prompt=s["n"])
-    if hasattr(rl, "_make_rollout_engine"):
-        gen, entry = rl._make_rollout_engine(model, tok, str(model_dir), cfg), "tasks.training.rl._make_rollout_engine (hf)"
-    else:
-        from tasks.generation.hf_backend import HFGenerator
-        gen, entry = HFGenerator(model, tok, batch_size=max(64, s["n"] * 8)), "tasks.generation.hf_backend.HFGenerator"
+    from tasks.training.rl_engine import make_rollout_engine
+
+    gen = make_rollout_engine(model, tok, str(model_dir), "hf", max(64, s["n"] * 8), sharded=False)
+    entry = "tasks.training.rl_engine.make_rollout_engine (hf)"
     warm = _prompts(tok, 2, s["prompt_words"], 1)
     gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
     prompts = _prompts(tok, s["prompts"], s["prompt_words"], 2)
@@ -406,15 +418,16 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
     from transformers import AutoModelForCausalLM
 
     from tasks.training import rl
+    from tasks.training.rl_update import update_policy
     from tasks.training.schedule import warmup_constant
 
     s = settings(smoke)["rl"]
     part = f"rl_update_{precision}"
     model_dir = work / "model"
     shape = model_shape(model_dir)
-    params = list(inspect.signature(rl._update).parameters)
+    params = list(inspect.signature(update_policy).parameters)
     if params[:7] != ["model", "opt", "sched", "rollouts", "cfg", "device", "step"]:
-        emit(work, part, "error", error=f"tasks.training.rl._update signature changed: {params}")
+        emit(work, part, "error", error=f"tasks.training.rl_update.update_policy signature changed: {params}")
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
@@ -457,7 +470,7 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
         rs = rollouts(step)
         sync()
         t = time.perf_counter()
-        metrics = rl._update(model, opt, sched, rs, cfg, device, step)
+        metrics = update_policy(model, opt, sched, rs, cfg, device, step)
         sync()
         if step >= s["warmup_updates"]:
             times.append(time.perf_counter() - t)
@@ -465,7 +478,7 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
             toks += sum(len(r.prompt_ids) + len(r.response_ids) for r in rs)
     seconds = sum(times)
     tflops, frac = mfu(flops, seconds)
-    emit(work, part, "ok", entry="tasks.training.rl._update", loss=cfg.loss,
+    emit(work, part, "ok", entry="tasks.training.rl_update.update_policy", loss=cfg.loss,
          precision=("fp32 (RLConfig.bf16=False)" if precision == "fp32"
                     else "bf16 autocast, fp32 weights + AdamW (RLConfig.bf16=True, train_rl's GPU default)"),
          rollouts=s["prompts"] * s["n"], mini_batches=cfg.mini_batches, micro_batch_size=cfg.micro_batch_size,
@@ -476,6 +489,120 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
          tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32), peak_mem_gib=peak_mem_gib(),
          trained_rollouts=metrics.get("trained_rollouts"), grad_norm=metrics.get("grad_norm"),
          **device_info())
+
+
+# ---- distributed RL step --------------------------------------------------------------------------------
+def gpu_peak_tflops(name: str) -> float:
+    return next((peak for key, peak in PEAK_TFLOPS_BY_GPU if key in name), PEAK_TFLOPS)
+
+
+def _rl_dist_ok() -> tuple[bool, str]:
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, "no CUDA device (the distributed RL step needs GPUs for FSDP and vLLM)"
+    if importlib.util.find_spec("vllm") is None:
+        return False, "vllm is not importable in this Python"
+    try:
+        import typer
+
+        from flows.cli import app
+        params = {p.name for p in typer.main.get_command(app).commands["rl"].params}
+    except Exception as e:  # noqa: BLE001 - any reason the CLI cannot load here is a skip, said in one line
+        return False, f"klear's CLI does not load here ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+    missing = [f"--{n}" for n in ("nproc", "strategy", "backend") if n not in params]
+    return (False, f"klear rl has no {', '.join(missing)} in this checkout") if missing else (True, "")
+
+
+def rl_dist_summary(rows: list[dict], rollouts: int, prompt_tokens: float, params: int, nproc: int,
+                    peak_tflops: float, warmup_steps: int) -> dict:
+    """What one distributed RL step costs, from metrics.jsonl rows (the first `warmup_steps` steps left
+    out: engine start, CUDA graphs, allocator growth):
+        generated tokens  = response_len (the mean over the step's rollouts) × rollouts per step
+        generation tok/s  = Σ generated tokens / Σ t_generate_s
+        weight sync       = t_sync_s (median, max)
+        update seconds    = t_update_s when logged, else t_step_s − t_generate_s − t_sync_s (grading and
+                            rollout assembly included: an upper bound, so MFU is then a lower bound)
+        update MFU        = 6·P·(prompt_tokens + response_len)·rollouts / (update seconds · nproc · peak)
+    P = matmul weights (bench_shape.json); 6·P per token is forward + backward; the π_old pass, attention
+    and the engine's generation are not counted."""
+    timed = rows[warmup_steps:]
+    gen_tokens = sum(r["response_len"] * rollouts for r in timed)
+    t_gen = sum(r["t_generate_s"] for r in timed)
+    syncs = [r["t_sync_s"] for r in timed if "t_sync_s" in r]
+    if all("t_update_s" in r for r in timed):
+        updates, how = [r["t_update_s"] for r in timed], "t_update_s"
+    else:
+        updates = [r["t_step_s"] - r["t_generate_s"] - r.get("t_sync_s", 0.0) for r in timed]
+        how = "t_step_s - t_generate_s - t_sync_s (includes grading; MFU is a lower bound)"
+    flops = sum(6 * params * (prompt_tokens + r["response_len"]) * rollouts for r in timed)
+    t_update = sum(updates)
+    tflops = flops / max(t_update, 1e-12) / 1e12
+    return dict(timed_steps=len(timed), generated_tokens=round(gen_tokens),
+                generation_s=round(t_gen, 3), generation_tokens_per_s=round(gen_tokens / max(t_gen, 1e-12), 1),
+                weight_sync_s_median=round(statistics.median(syncs), 4) if syncs else None,
+                weight_sync_s_max=round(max(syncs), 4) if syncs else None,
+                weight_sync_note=None if syncs else "t_sync_s is not in this checkout's metrics",
+                update_s_median=round(statistics.median(updates), 3), update_seconds_from=how,
+                update_model_tflops=round(tflops, 2), update_mfu=round(tflops / (nproc * peak_tflops), 4),
+                peak_tflops_per_gpu=peak_tflops,
+                step_s_median=round(statistics.median(r["t_step_s"] for r in timed), 3),
+                response_len_mean=round(statistics.mean(r["response_len"] for r in timed), 1))
+
+
+def part_rl_dist(work: Path, smoke: bool) -> None:
+    import subprocess
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from tasks.generation.base import chat_prompt
+
+    ok, why = _rl_dist_ok()
+    if not ok:
+        emit(work, "rl_dist", "skipped", reason=why)
+        return
+    s = settings(smoke)["rl_dist"]
+    model_dir, data, out, log = work / "model", work / "rl_dist.jsonl", work / "rl_dist_out", work / "rl_dist.log"
+    nproc = torch.cuda.device_count()
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    rng, vocab = random.Random(7), _words(random.Random(0), 3000)  # the tokenizer's training words
+    rows = [{"domain": "math", "problem": " ".join(rng.choice(vocab) for _ in range(s["prompt_words"])),
+             "answer": str(rng.randint(0, 99))} for _ in range(s["prompts"] * s["steps"])]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prompt_tokens = statistics.mean(len(tok(chat_prompt(tok, r["problem"]), add_special_tokens=False)["input_ids"])
+                                    for r in rows)
+    # a random model rarely answers right: without the zero-variance filter every rollout is trained, so
+    # the update does the work of a real step whatever the rewards
+    cmd = [sys.executable, "-m", "flows.cli", "rl", "--model", str(model_dir), "--data", str(data), "--out", str(out),
+           "--nproc", str(nproc), "--strategy", "fsdp", "--backend", "vllm", "--steps", str(s["steps"]),
+           "--prompts-per-step", str(s["prompts"]), "--rollouts-per-prompt", str(s["n"]),
+           "--mini-batches", str(s["mini_batches"]), "--micro-batch-size", str(s["micro_batch_size"]),
+           "--max-tokens", str(s["max_tokens"]), "--temperature", "1.0", "--no-filter-zero-variance",
+           "--save-every", str(s["steps"]), "--force"]
+    env = {**os.environ, "KLEAR_STORE": str(work / "store"), "PREFECT_HOME": str(work / "prefect")}
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO).returncode
+    wall = time.perf_counter() - t0
+    metrics = out / "metrics.jsonl"
+    steps = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()] if metrics.exists() else []
+    if rc != 0 or len(steps) <= s["warmup_steps"]:
+        tail = " ".join(log.read_text().splitlines()[-3:])[:400] if log.exists() else ""
+        emit(work, "rl_dist", "error", error=f"klear rl exit {rc}, {len(steps)} steps logged: {tail}",
+             command=" ".join(cmd), wall_s=round(wall, 1))
+        return
+    name = torch.cuda.get_device_name(0)
+    shape = model_shape(model_dir)
+    emit(work, "rl_dist", "ok", entry="klear rl --strategy fsdp --backend vllm", nproc=nproc,
+         steps=len(steps), prompts_per_step=s["prompts"], n=s["n"], max_tokens=s["max_tokens"],
+         mini_batches=s["mini_batches"], micro_batch_size=s["micro_batch_size"],
+         prompt_tokens_mean=round(prompt_tokens, 1),
+         **rl_dist_summary(steps, s["prompts"] * s["n"], prompt_tokens, shape["matmul_params"], nproc,
+                           gpu_peak_tflops(name), s["warmup_steps"]),
+         wall_s=round(wall, 1), **device_info())
 
 
 # ---- report ---------------------------------------------------------------------------------------------
@@ -504,7 +631,7 @@ def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["setup", "sft", "rollout", "rl", "report"])
+    ap.add_argument("part", choices=["setup", "sft", "rollout", "rl", "rl_dist", "report"])
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
@@ -520,6 +647,8 @@ def main() -> None:
         part_rollout(a.work, a.smoke)
     elif a.part == "rl":
         part_rl(a.work, a.smoke, a.precision)
+    elif a.part == "rl_dist":
+        part_rl_dist(a.work, a.smoke)
     else:
         part_report(a.work, a.smoke, a.out_json, a.started)
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import verify_cli
-from flows.cli_config_options import build_config, with_config_options
+from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
 from flows.cli_defaults import default_of
 from flows.cli_common import (UserError, check_benchmark, check_model, check_training_rows, claim_out,
                               click_exceptions, early_defaults, parse_pairs, prepare_out, quiet_prefect_defaults,
@@ -23,6 +23,8 @@ from tasks.curation.layouts import LAYOUTS
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
 from tasks.grading.rewards import RewardConfig
 from tasks.training.config import RLConfig, SFTConfig
+from tasks.training.plan import SHAPES
+from tasks.training.rl_presets import RL_PRESETS
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -214,6 +216,56 @@ def _checked(build):
         raise UserError(e.message) from None
 
 
+def _print_rl_plan(model: str, data: str | None, cfg: RLConfig, nproc: int, gpu_memory: float | None,
+                   preset) -> None:
+    """`klear rl --dry-run`: the plan of tasks/training/dry_run.py on this run's GPUs; a plan that cannot
+    fit ends the command with exit 1 and its one-line reason."""
+    from dataclasses import replace
+
+    import torch
+
+    from tasks.training.dry_run import dry_run
+    from tasks.training.plan import Hardware
+
+    hw = replace(preset.hardware if preset else Hardware(), nproc=nproc)
+    if gpu_memory is None and torch.cuda.is_available():
+        gpu_memory = torch.cuda.get_device_properties(0).total_memory / (1 << 30)
+    if gpu_memory is not None:
+        if gpu_memory <= 0:
+            raise UserError(f"--gpu-memory must be positive (got {gpu_memory})")
+        hw = replace(hw, gpu_memory_gib=gpu_memory)
+    prompt_tokens = _longest_prompt(model, data, cfg) if data else None
+    try:
+        plan = dry_run(model, cfg, hw, prompt_tokens)
+    except ValueError as e:
+        raise UserError(f"--dry-run: {e}") from None
+    print(plan.render(), flush=True)
+    if plan.refusal:
+        raise typer.Exit(1)
+
+
+def _longest_prompt(model: str, data: str, cfg: RLConfig) -> int | None:
+    """The data's longest chat prompt in tokens, when --model is a directory with a tokenizer; else None."""
+    from tasks.training.rl_data import load_rl_rows
+
+    if not (Path(model) / "config.json").is_file():
+        return None
+    _check_data(data)
+    from transformers import AutoTokenizer
+
+    from tasks.generation.base import chat_prompt
+
+    tok = AutoTokenizer.from_pretrained(model)
+    rows, _ = load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
+    return max((len(tok(chat_prompt(tok, r["problem"]), add_special_tokens=False)["input_ids"]) for r in rows),
+               default=None)
+
+
+def _check_nproc(nproc: int) -> None:
+    if nproc < 1:
+        raise UserError(f"--nproc must be at least 1 (got {nproc})")
+
+
 def _check_model_dir(flag: str, path: str) -> None:
     p = Path(path)
     if not (p / "config.json").exists():
@@ -236,8 +288,7 @@ def sft(
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
     _check_model_dir("--model", model)
     _check_data(data)
-    if nproc < 1:
-        raise UserError(f"--nproc must be at least 1 (got {nproc})")
+    _check_nproc(nproc)
     cfg = _checked(lambda: build_config(SFTConfig, settings))
     check_training_rows(data, "sft")
     check_model(model)
@@ -350,9 +401,23 @@ def _check_data(data: str) -> None:
 @app.command()
 @with_config_options(RLConfig, nested={"reward": RewardConfig})
 def rl(
-    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint)"),
-    data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
-    out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
+    ctx: typer.Context,
+    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint); with "
+                              "--dry-run also a model shape (" + ", ".join(SHAPES) + ")"),
+    data: Optional[str] = typer.Option(None, "--data", help="A store (its current problems) or a canonical "
+                                       ".jsonl/.parquet (required unless --dry-run)"),
+    out: Optional[str] = typer.Option(None, "--out", help="Output directory (HF checkpoint + checkpoints/ + "
+                                      "metrics; required unless --dry-run)"),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Processes (GPUs) for torchrun (--strategy "
+                                        "ddp|fsdp); default 1 (in this process), or the preset's"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Start from a named run: " + "; ".join(
+        f"{k}: {p.description}" for k, p in RL_PRESETS.items()) + ". Flags left at their defaults take the "
+        "preset's values"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the per-GPU memory plan (parameters, gradients, "
+                                 "optimizer, activations, the engine's KV cache, tokens per step) without "
+                                 "loading weights, and exit; exit 1 when it cannot fit"),
+    gpu_memory: Optional[float] = typer.Option(None, "--gpu-memory", help="GiB per GPU for --dry-run (default: "
+                                               "this machine's GPU, else the preset's, else 80)"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
     force: bool = typer.Option(False, "--force", help="Start over in an --out holding another run's checkpoints"),
     store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
@@ -360,9 +425,22 @@ def rl(
     **settings,
 ) -> None:
     """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
+    if preset is not None and preset not in RL_PRESETS:
+        raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(RL_PRESETS)})")
+    chosen = RL_PRESETS[preset] if preset else None
+    if chosen:
+        settings = under_preset(settings, chosen.config, given_on_command_line(ctx))
+    nproc = nproc if nproc is not None else (chosen.hardware.nproc if chosen else 1)
+    _check_nproc(nproc)
+    cfg = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
+    if dry_run:
+        _print_rl_plan(model, data, cfg, nproc, gpu_memory, chosen)
+        return
+    for flag, value in (("--data", data), ("--out", out)):
+        if value is None:
+            raise UserError(f"{flag} is required (only --dry-run runs without it)")
     _check_model_dir("--model", model)
     _check_data(data)
-    cfg = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
     check_training_rows(data, "rl", cfg)
     check_model(model, max_tokens=cfg.max_tokens)
     if cfg.eval_benchmark:
@@ -374,7 +452,7 @@ def rl(
     _starting(f"rl ({cfg.loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
 
-    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store)
+    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store, nproc=nproc)
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
                   f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -392,6 +470,7 @@ def ablate(
     losses: Optional[str] = typer.Option(None, "--losses", help="Shorthand for --vary loss=...; with neither, "
                                          "the arms are gppo,grpo,cispo"),
     seeds: str = typer.Option("1,2", "--seeds", help="Comma-separated seeds; each arm runs once per seed"),
+    nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for each run's torchrun; 1: in this process"),
     store: Optional[str] = StoreOpt,
     **settings,
 ) -> None:
@@ -401,6 +480,7 @@ def ablate(
 
     _check_model_dir("--model", model)
     _check_data(data)
+    _check_nproc(nproc)
     bench = benchmark.split("=", 1)[-1]
     check_benchmark(f"--benchmark {benchmark}", bench)
     try:
@@ -423,7 +503,7 @@ def ablate(
     from flows.rl import ablate as ablate_flow
 
     table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
-                     config=base, store=store)
+                     config=base, store=store, nproc=nproc)
     t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
     for col in ("arm", "final avg@k", "best avg@k"):
         t.add_column(col)

@@ -107,6 +107,23 @@ def with_config_options(cls: type, skip: tuple[str, ...] = (), nested: dict[str,
     return decorate
 
 
+def given_on_command_line(ctx: typer.Context) -> set[str]:
+    """Names of the command's parameters that the user gave (a flag or its environment variable), as
+    opposed to those left at their defaults."""
+    return {name for name in ctx.params
+            if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")}
+
+
+def under_preset(values: dict[str, Any], preset: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """Flag values with a preset's settings beneath them: a flag the user gave wins, every other field
+    takes the preset's value. A preset's tuple is joined with commas, as its flag would be."""
+    out = dict(values)
+    for name, value in preset.items():
+        if name in out and name not in given:
+            out[name] = ",".join(value) if isinstance(value, tuple) else value
+    return out
+
+
 def build_config(cls: type, values: dict[str, Any], nested: dict[str, type] | None = None) -> Any:
     """The config from flag values (as `with_config_options` named them): nested configs rebuilt from their
     prefixed flags, comma-separated names split into a tuple."""

@@ -238,10 +238,11 @@ def tag_difficulty_stage(config: PipelineConfig, store: str, model: str, parent:
 def train_rl(config: PipelineConfig, store: str, sft: str, dataset: str, out: Path) -> None:
     data = str(DatasetRef(store, dataset))
     if not config.gpu_pool:
-        rl_train_task(sft, data, str(out), config.rl, True, store)
+        rl_train_task(sft, data, str(out), config.rl, True, store, config.rl_nproc)
         return
     run_stage_deployment(config, "rl", "rl", {"model": sft, "data": data, "out": str(out),
-                                              "config": asdict(config.rl), "resume": True, "store": store})
+                                              "config": asdict(config.rl), "resume": True, "store": store,
+                                              "nproc": config.rl_nproc})
     _require_output(finished(out), "rl", f"a finished checkpoint in {out}", store)
 
 

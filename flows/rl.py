@@ -21,17 +21,18 @@ from tasks.training.rl import RLConfig
 
 @flow(name="rl", log_prints=True)
 def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: bool = False,
-       store: str | None = None) -> dict:
+       store: str | None = None, nproc: int = 1) -> dict:
     """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file).
-    The checkpoint is registered as `sft` registers its own (`store`, else data's store, else the default)."""
+    The checkpoint is registered as `sft` registers its own (`store`, else data's store, else the default).
+    `nproc` > 1 launches torchrun over that many local processes (`config.strategy`: ddp or fsdp)."""
     store = store or store_of(data) or resolve_store(None)
-    return rl_train_task(model, data, out, config, resume, store)
+    return rl_train_task(model, data, out, config, resume, store, nproc)
 
 
 @flow(name="ablate", log_prints=True)
 def ablate(model: str, data: str, out: str, benchmark: str,
            vary: dict[str, list] = {"loss": ["gppo", "grpo", "cispo"]}, seeds: list[int] = [1, 2],
-           config: RLConfig = RLConfig(), store: str | None = None) -> list[dict]:
+           config: RLConfig = RLConfig(), store: str | None = None, nproc: int = 1) -> list[dict]:
     """Train one RL run per (arm, seed) from the same model and data — the arms are every combination of
     the `vary` values (tasks/training/ablation.py) — evaluating held-out avg@k every `config.eval_every`
     steps; report per arm the mean final avg@k with its 95% interval and the mean best avg@k. Runs are
@@ -45,7 +46,7 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     runs = []
     for arm, seed, run_cfg in plan:
         run_out = run_dir(out, model, data, run_cfg)
-        res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store)
+        res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store, nproc)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
                      **res})
     table = summarize(runs)

@@ -51,6 +51,8 @@ class PipelineConfig:
     #   (sft.strategy "ddp" or "fsdp"); not part of the SFT stage's content key
     difficulty_k: int = 2                         # samples per problem for difficulty tags (0: skip)
     rl: RLConfig = field(default_factory=_demo_rl)
+    rl_nproc: int = 1                             # >1: RL as a torchrun subprocess over that many GPUs/ranks
+    #   (rl.strategy "ddp" or "fsdp"); not part of the RL stage's content key
     eval_k: int = 4
     eval_max_tokens: int = 160
     gpu_pool: bool = False                        # SFT, tags, RL, evals as deployment runs (klear-gpu pool)
@@ -69,6 +71,7 @@ class PipelineConfig:
         check_int(self, "min_tests", 0)
         check_int(self, "seed", 0)
         check_int(self, "sft_nproc", 1)
+        check_int(self, "rl_nproc", 1)
         check_int(self, "difficulty_k", 0, high=4096)
         check_int(self, "eval_k", 1, high=4096)
         check_int(self, "eval_max_tokens", 1)

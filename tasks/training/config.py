@@ -9,7 +9,8 @@ from tasks.generation.sampling import Sampling
 from tasks.grading.rewards import RewardConfig
 
 STRATEGIES = ("ddp", "fsdp")        # several processes: replicas, or parameters/grads/optimizer sharded (FSDP2)
-ROLLOUT_BACKENDS = ("hf", "vllm")   # the policy itself (CPU/GPU), or vLLM with weights synced in place (GPU)
+ROLLOUT_BACKENDS = ("auto", "hf", "vllm")  # auto: vllm when installed and a GPU is present, else hf (the policy
+#                                            itself); vllm: an engine per rank, weights synced in place
 OLD_LOGPROBS = ("auto", "rollout", "recompute")
 
 
@@ -90,7 +91,9 @@ class RLConfig(Sampling):
     eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
     eval_every: int = 0                   # 0: no evaluation during training
     eval_k: int = 4                       # samples per held-out problem
-    backend: str = "hf"                   # rollout engine: hf (the policy itself) or vllm (GPU)
+    backend: str = "auto"                 # rollout engine: auto (vllm when installed and on a GPU, else hf),
+    #                                       hf (the policy itself) or vllm (an engine per rank, synced in place)
+    strategy: str = "ddp"                 # with several processes (--nproc): ddp (replicas) or fsdp (sharded)
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
@@ -137,6 +140,7 @@ class RLConfig(Sampling):
         check_int(self, "eval_every", 0)
         check_int(self, "eval_k", 1, high=MAX_K)
         check_choice(self, "backend", ROLLOUT_BACKENDS)
+        check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
         check_subset(self, "domains", GRADERS)

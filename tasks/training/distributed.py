@@ -114,6 +114,24 @@ def full_state(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None)
     return model_sd, opt_sd
 
 
+def full_parameters(model: torch.nn.Module):
+    """(name, whole tensor) for every parameter, one at a time: a sharded (FSDP) parameter is gathered on
+    every rank (a collective: all ranks must iterate to the end), so at most one whole parameter exists
+    beyond the shards at any time. Names are the unwrapped model's (a DDP wrapper's `module.` dropped)."""
+    inner = model.module if hasattr(model, "no_sync") else model
+    for name, p in inner.named_parameters():
+        yield name, (p.full_tensor() if hasattr(p, "full_tensor") else p).detach()
+
+
+def all_gather_objects(obj: Any, ctx: DistContext) -> list[Any]:
+    """Every rank's `obj` (picklable), in rank order, on every rank; [obj] on one process."""
+    if ctx.world_size == 1:
+        return [obj]
+    out: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def load_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
     """Restore a saved optimizer state into `opt`, sharded or not. The file holds either
     `opt.state_dict()` (one process, DDP: parameters by index) or a full state keyed by parameter name

@@ -1,23 +1,83 @@
-"""Run SFT in this process (nproc 1) or as a torchrun subprocess over N local processes (GPUs, or CPU
-ranks with gloo), so one command scales from a laptop to a multi-GPU node. Multi-node: run the same
-`torchrun --nnodes … -m tasks.training.sft_main …` on each node (README)."""
+"""Run SFT or RL in this process (nproc 1) or as a torchrun subprocess over N local processes (GPUs, or
+CPU ranks with gloo), so one command scales from a laptop to a multi-GPU node. Multi-node: run the same
+`torchrun --nnodes … -m tasks.training.sft_main …` (or `rl_main`) on each node (README)."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from tasks.training.config import RLConfig
 from tasks.training.metrics import read_metrics
 from tasks.training.sft import SFTConfig, SFTResult, train_sft
 
+POLL_S = 2.0  # how often the launcher reads the ranks' metrics.jsonl to report progress
 
-def torchrun_command(nproc: int, model: str, data: str, out: str, cfg: SFTConfig, resume: bool) -> list[str]:
+
+def torchrun_command(nproc: int, model: str, data: str, out: str, cfg: SFTConfig | RLConfig, resume: bool,
+                     entry: str = "tasks.training.sft_main") -> list[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "tasks.training.sft_main", model, data, out, json.dumps(asdict(cfg))]
+           "-m", entry, model, data, out, json.dumps(asdict(cfg))]
     return cmd + (["--resume"] if resume else [])
+
+
+def config_from_json(text: str) -> RLConfig:
+    """The RLConfig that `json.dumps(asdict(cfg))` wrote (its nested RewardConfig rebuilt)."""
+    from tasks.grading.rewards import RewardConfig
+
+    d = json.loads(text)
+    return RLConfig(**{**d, "reward": RewardConfig(**d["reward"])})
+
+
+def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False, nproc: int = 1,
+           on_step: Callable[[int, int, dict], None] | None = None) -> dict:
+    """train_rl here (nproc 1) or over `nproc` torchrun ranks; `on_step` is then fed from the run's
+    metrics.jsonl as rank 0 writes it. Returns train_rl's result (out, steps, dataset, metrics)."""
+    from tasks.training.rl import train_rl
+
+    if nproc <= 1:
+        return train_rl(model, data, out, cfg, resume=resume, on_step=on_step)
+    started = time.time()
+    proc = subprocess.Popen(torchrun_command(nproc, model, data, out, cfg, resume, "tasks.training.rl_main"))
+    seen = _step_before(out, resume)
+    while proc.poll() is None:
+        time.sleep(POLL_S)
+        seen = _report_new(out, seen, cfg.steps, on_step, started)
+    if proc.returncode != 0:
+        raise RuntimeError(f"torchrun RL with {nproc} processes failed (exit {proc.returncode})")
+    _report_new(out, seen, cfg.steps, on_step, started)
+    state = json.loads((Path(out) / "rl_config.json").read_text())
+    rows = read_metrics(Path(out))
+    return {"out": str(out), "steps": rows[-1]["step"] if rows else 0, "dataset": state["dataset"],
+            "metrics": rows}
+
+
+def _step_before(out: str, resume: bool) -> int:
+    """The step a resumed run continues from (its newest complete checkpoint), else 0."""
+    from tasks.training.checkpoint import checkpoint_step, resume_checkpoint
+
+    ckpt = resume_checkpoint(Path(out)) if resume else None
+    return (checkpoint_step(ckpt) or 0) if ckpt else 0
+
+
+def _report_new(out: str, seen: int, total: int, on_step, started: float) -> int:
+    """Call `on_step` for the rows past `seen` of a metrics.jsonl rewritten by this run (not a stale one)."""
+    path = Path(out) / "metrics.jsonl"
+    if on_step is None or not path.exists() or path.stat().st_mtime < started:
+        return seen
+    try:
+        rows = read_metrics(Path(out))
+    except (OSError, ValueError):  # a line being written
+        return seen
+    for row in rows:
+        if row["step"] > seen:
+            on_step(row["step"], total, row)
+            seen = row["step"]
+    return seen
 
 
 def run_sft(model: str, data: str, out: str, cfg: SFTConfig, resume: bool = False, nproc: int = 1,

@@ -16,12 +16,18 @@ For a colocated vLLM engine on the same GPU (one per rank, or per tensor-paralle
 
     engine weights         2P/tp bytes (bf16)
     KV cache               whatever `gpu_memory_utilization` of the GPU leaves after the engine's weights;
-                           2 (K and V) · layers · kv_heads · head_dim · 2 bytes per token
+                           2 (K and V) · layers · kv_heads · head_dim · 2 bytes per token for the whole
+                           model; tensor parallelism splits the KV heads over the tp GPUs (each holds
+                           ⌈kv_heads/tp⌉ of them), so one engine holds tp GPUs' KV caches of sequences
     peak                   trainer + engine, or max(trainer, engine) when the engine sleeps (frees its
                            memory) during the update
 
-The plan refuses (one line, the largest term named) when the peak passes the GPU's memory, or when the KV
-cache cannot hold one full-length sequence (prompt + max_tokens).
+Without an engine (`engine` False: the policy generates with transformers) an fsdp run over several ranks
+adds an unsharded fp32 copy of the policy per rank (4P bytes: a sharded module cannot generate different
+prompts on different ranks); the generation's own KV cache is not planned.
+
+The plan refuses (one line, the largest term named, then the changes that would lower the peak) when the
+peak passes the GPU's memory, or when the KV cache cannot hold one full-length sequence (prompt + max_tokens).
 """
 from __future__ import annotations
 
@@ -33,7 +39,8 @@ GIB = 1 << 30
 SHAPES: dict[str, dict] = {
     "qwen3-8b": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
-                 "tie_word_embeddings": False, "model_type": "qwen3"},
+                 "tie_word_embeddings": False, "model_type": "qwen3",
+                 "max_position_embeddings": 40960},  # the published Qwen3-8B context (its config.json)
 }
 
 
@@ -79,6 +86,11 @@ class Shape:
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * 2
 
+    def kv_bytes_per_token_per_gpu(self, tp: int) -> int:
+        """One GPU's share under tensor parallelism: ⌈kv_heads/tp⌉ heads (vLLM replicates a KV head when
+        there are fewer heads than GPUs)."""
+        return 2 * self.layers * -(-self.kv_heads // tp) * self.head_dim * 2
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -115,14 +127,22 @@ class Plan:
     concurrent_sequences: int             # full-length sequences the KV cache holds at once
     tokens_per_step: int
     refusal: str | None                   # why it cannot run, or None
+    title: str = ""                       # the run in one line (parameters, GPUs, strategy, engine, micro-batch)
+    engine: bool = True                   # a separate rollout engine is planned (else the policy generates)
 
     def render(self) -> str:
-        rows = [f"  {what:<34} {gib:10.2f} GiB" for what, gib in self.lines]
-        rows += [f"  {'trainer peak':<34} {self.trainer_gib:10.2f} GiB",
-                 f"  {'engine (weights + KV cache)':<34} {self.engine_gib:10.2f} GiB",
-                 f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
-                 f"  KV cache {self.kv_cache_gib:.2f} GiB holds {self.concurrent_sequences} full-length sequences",
-                 f"  tokens per step (upper bound): {self.tokens_per_step:,}"]
+        rows = [self.title] if self.title else []
+        rows += [f"  {what:<34} {gib:10.2f} GiB" for what, gib in self.lines]
+        rows.append(f"  {'trainer peak':<34} {self.trainer_gib:10.2f} GiB")
+        if self.engine:
+            rows += [f"  {'engine (weights + KV cache)':<34} {self.engine_gib:10.2f} GiB",
+                     f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
+                     f"  KV cache {self.kv_cache_gib:.2f} GiB per GPU; an engine holds {self.concurrent_sequences} "
+                     f"full-length sequences at once"]
+        else:
+            rows += [f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
+                     "  rollouts: the policy itself generates (no separate engine planned)"]
+        rows.append(f"  tokens per step (upper bound): {self.tokens_per_step:,}")
         verdict = f"refused: {self.refusal}" if self.refusal else "fits"
         return "\n".join(rows + [verdict])
 
@@ -143,6 +163,8 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     if hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("fsdp gathered blocks (fp32)", 2 * 4 * shape.block_params))
     lines += [("activations (bf16)", activations), ("logits + grad (fp32)", 8 * tokens * shape.vocab)]
+    if not hw.engine and hw.strategy == "fsdp" and hw.nproc > 1:
+        lines.append(("rollout copy of the policy (fp32)", 4 * p))
     lines = [(what, b / GIB) for what, b in lines]
     trainer = sum(g for _, g in lines)
     gpu = hw.gpu_memory_gib
@@ -150,18 +172,45 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     kv_cache = max(0.0, hw.gpu_memory_utilization * gpu - engine_weights) if hw.engine else 0.0
     engine = engine_weights + kv_cache
     peak = max(trainer, engine) if hw.engine_sleeps else trainer + engine
-    concurrent = int(kv_cache * GIB // (shape.kv_bytes_per_token * work.sequence_tokens)) if hw.engine else 0
+    seq_kv = shape.kv_bytes_per_token_per_gpu(hw.tp) * work.sequence_tokens  # one sequence, one GPU's share
+    concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
     refusal = None
     if peak > gpu:
         biggest = max(lines + [("engine", engine)], key=lambda x: x[1])
         refusal = (f"needs {peak:.1f} GiB per GPU, more than {gpu:g} GiB (largest: {biggest[0]} "
-                   f"{biggest[1]:.1f} GiB); try --strategy fsdp, more GPUs, a smaller micro batch or shorter "
-                   f"responses")
+                   f"{biggest[1]:.1f} GiB); try {_remedies(work, hw)}")
     elif hw.engine and concurrent < 1:
-        refusal = (f"the engine's KV cache ({kv_cache:.1f} GiB) cannot hold one {work.sequence_tokens}-token "
-                   f"sequence ({shape.kv_bytes_per_token * work.sequence_tokens / GIB:.1f} GiB); raise "
+        refusal = (f"the engine's KV cache ({kv_cache:.1f} GiB per GPU) cannot hold one "
+                   f"{work.sequence_tokens}-token sequence ({seq_kv / GIB:.1f} GiB per GPU); raise "
                    f"gpu_memory_utilization or tp")
     return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
                 concurrent_sequences=concurrent,
                 tokens_per_step=work.prompts_per_step * work.rollouts_per_prompt * work.sequence_tokens,
-                refusal=refusal)
+                refusal=refusal, title=_title(shape, work, hw), engine=hw.engine)
+
+
+def _remedies(work: Workload, hw: Hardware) -> str:
+    """The changes that lower the peak from here: sharding (ddp), more ranks (fsdp only: ddp replicas do not
+    shrink), checkpointing when off, a sleeping engine when awake, fewer rollouts per micro-batch when above
+    1, and always shorter responses."""
+    ways = ["--strategy fsdp"] if hw.strategy != "fsdp" else ["more GPUs"]
+    if not hw.gradient_checkpointing:
+        ways.append("gradient checkpointing")
+    if hw.engine and not hw.engine_sleeps:
+        ways.append("an engine that sleeps during the update")
+    if work.micro_batch_size > 1:
+        ways.append("a smaller micro batch")
+    ways.append("shorter responses")
+    return ", ".join(ways[:-1]) + " or " + ways[-1]
+
+
+def _title(shape: Shape, work: Workload, hw: Hardware) -> str:
+    engine = (f"vLLM engine per {'GPU' if hw.tp == 1 else f'{hw.tp} GPUs (tp)'} at "
+              f"{hw.gpu_memory_utilization:g} of the GPU, {'sleeping' if hw.engine_sleeps else 'awake'} during "
+              f"the update" if hw.engine else "the policy generates")
+    n = shape.params
+    size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+    return (f"{size} parameters on {hw.nproc} × {hw.gpu_memory_gib:g} GiB GPUs, {hw.strategy}, "
+            f"gradient checkpointing {'on' if hw.gradient_checkpointing else 'off'}; {engine}; "
+            f"micro-batch {work.micro_batch_size} × {work.sequence_tokens:,} tokens "
+            f"(prompt {work.prompt_tokens:,} + response {work.max_tokens:,})")

@@ -51,8 +51,9 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
 
 
 @task(name="rl-train", cache_policy=NONE)
-def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None) -> dict:
-    from tasks.training.rl import train_rl
+def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None,
+                  nproc: int = 1) -> dict:
+    from tasks.training.launch import run_rl
 
     watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
                          feed=progress_feed("rl-progress", f"RL ({config.loss}) {out}"))
@@ -64,7 +65,7 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                      acc=values["accuracy"], clip_low=values.get("clip_frac_low", 0.0),
                      clip_high=values.get("clip_frac_high", 0.0), **held_out)
 
-    result = train_rl(model, data, out, config, resume=resume, on_step=on_step)
+    result = run_rl(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
     row = register_checkpoint(out, "rl", model, result["dataset"], {"rl": asdict(config), "data": data}, store)
     create_image_artifact(image_url=png_data_url(Path(out) / "reward.png"), key="rl-reward-curve",
                           description=f"RL reward ({config.loss}), {result['steps']} steps")

@@ -61,3 +61,26 @@ def test_a_plan_that_cannot_fit_is_refused_naming_its_largest_term(hw, largest):
 def test_a_kv_cache_too_small_for_one_sequence_is_refused():
     plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", gpu_memory_utilization=0.21))
     assert plan.refusal and plan.refusal.startswith("the engine's KV cache")
+
+
+def test_tensor_parallelism_splits_the_kv_heads_over_the_engines_gpus():
+    assert QWEN3_8B.kv_bytes_per_token_per_gpu(2) * 2 == QWEN3_8B.kv_bytes_per_token
+    assert QWEN3_8B.kv_bytes_per_token_per_gpu(16) * 8 == QWEN3_8B.kv_bytes_per_token   # 8 heads: replicated
+    one = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", tp=1))
+    two = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", tp=2))
+    assert two.kv_cache_gib > one.kv_cache_gib and two.concurrent_sequences > 2 * one.concurrent_sequences
+
+
+def test_a_refusal_suggests_only_changes_that_lower_the_peak():
+    ddp = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="ddp")).refusal
+    fsdp = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", engine_sleeps=False)).refusal
+    assert ddp.endswith("try --strategy fsdp or shorter responses")
+    assert fsdp.endswith("try more GPUs, an engine that sleeps during the update or shorter responses")
+
+
+def test_without_an_engine_fsdp_ranks_keep_an_unsharded_copy_to_generate_with():
+    hw = Hardware(nproc=8, strategy="fsdp", engine=False)
+    lines = dict(plan_rl(QWEN3_8B, PAPER, hw).lines)
+    assert lines["rollout copy of the policy (fp32)"] == pytest.approx(4 * QWEN3_8B.params / GIB)
+    ddp = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, engine=False))   # replicas generate with the policy itself
+    assert "rollout copy of the policy (fp32)" not in dict(ddp.lines)

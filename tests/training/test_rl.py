@@ -74,16 +74,46 @@ def test_sigkill_mid_run_then_resume_gives_the_same_continuation(sft_model, tmp_
     assert flat(resumed) == pytest.approx(flat(full), rel=1e-5)
 
 
+def test_two_ranks_train_resume_after_a_killed_rank_and_log_once(sft_model, tmp_path):
+    """`--nproc 2` (torchrun, gloo; ddp, then fsdp): a run to the end writes one metrics line per step and
+    a loadable HF checkpoint; a run whose rank 1 is SIGKILLed after a checkpoint (torchrun then stops the
+    other rank), resumed on 2 ranks with the other strategy, gives the uninterrupted run's per-step metrics."""
+    from dataclasses import asdict
+
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training.launch import run_rl, torchrun_command
+    from tests.training.killing import kill_rank_after_checkpoint
+
+    model, data = sft_model
+    cfg = _cfg(steps=4, save_every=1)
+    seen = []
+    full = run_rl(model, data, str(tmp_path / "full"), cfg, nproc=2, on_step=lambda s, t, v: seen.append(s))
+    assert [r["step"] for r in full["metrics"]] == [1, 2, 3, 4] and seen == [1, 2, 3, 4]
+    assert json.loads((tmp_path / "full" / "rl_config.json").read_text())["world_size"] == 2
+    AutoModelForCausalLM.from_pretrained(str(tmp_path / "full"))
+    out = tmp_path / "killed"
+    killed_at = kill_rank_after_checkpoint(torchrun_command(2, model, data, str(out), cfg, False,
+                                                            "tasks.training.rl_main"), out, final_step=4)
+    assert 1 <= killed_at < 4
+    fsdp = RLConfig(**{**asdict(cfg), "reward": cfg.reward, "strategy": "fsdp"})
+    resumed = run_rl(model, data, str(out), fsdp, resume=True, nproc=2)
+    keys = ("reward_mean", "loss", "response_len", "grad_norm")
+    flat = lambda res: [r[k] for r in res["metrics"] for k in keys]  # noqa: E731
+    assert [r["step"] for r in resumed["metrics"]] == [1, 2, 3, 4]
+    assert flat(resumed) == pytest.approx(flat(full), rel=1e-4)
+
+
 def test_bf16_update_runs_and_recomputes_behaviour_logprobs(sft_model, tmp_path, monkeypatch):
     """RLConfig.bf16 (the GPU default) trains under bf16 autocast; π_old then comes from a pass with the
     training numerics, not from the fp32 rollout log-probs."""
     import math
 
-    from tasks.training import rl
+    from tasks.training import rl_update
 
     seen = []
-    real = rl._behaviour_logprobs
-    monkeypatch.setattr(rl, "_behaviour_logprobs", lambda *a, **k: seen.append(a[-1]) or real(*a, **k))
+    real = rl_update._behaviour_logprobs
+    monkeypatch.setattr(rl_update, "_behaviour_logprobs", lambda *a, **k: seen.append(a[-2]) or real(*a, **k))
     model, data = sft_model
     res = train_rl(model, data, str(tmp_path / "rl"), _cfg(steps=2, save_every=100, bf16=True))
     assert res["steps"] == 2 and all(math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"]) for m in res["metrics"])
@@ -99,7 +129,7 @@ def test_behaviour_logprobs_have_training_numerics(sft_model):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tasks.training.rl import Rollout, _update
+    from tasks.training.rl_update import Rollout, update_policy
 
     model = AutoModelForCausalLM.from_pretrained(sft_model[0], dtype=torch.float32)
     rng, vocab = random.Random(0), model.config.vocab_size
@@ -108,7 +138,7 @@ def test_behaviour_logprobs_have_training_numerics(sft_model):
                 for i in range(16)]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-30)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    values = _update(model, opt, sched, rollouts, RLConfig(mini_batches=2, micro_batch_size=32), torch.device("cpu"), 0)
+    values = update_policy(model, opt, sched, rollouts, RLConfig(mini_batches=2, micro_batch_size=32), torch.device("cpu"), 0)
     assert values["trained_rollouts"] == 16
     assert (values["ratio_mean"], values["clip_frac_low"], values["clip_frac_high"]) == (1.0, 0.0, 0.0)
 
@@ -122,7 +152,7 @@ def test_rollout_logprobs_as_behaviour_policy(sft_model, monkeypatch):
 
     from tasks.generation.base import SamplingParams, chat_prompt
     from tasks.generation.hf_backend import HFGenerator
-    from tasks.training import rl as rl_mod
+    from tasks.training import rl_update as rl_mod
 
     model = AutoModelForCausalLM.from_pretrained(sft_model[0], dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(sft_model[0])
@@ -133,21 +163,21 @@ def test_rollout_logprobs_as_behaviour_policy(sft_model, monkeypatch):
                                float(i % 2), False, False, list(c.logprobs))
                 for g, (p, cs) in enumerate(zip(prompts, comps)) for i, c in enumerate(cs)]
     calls = []
-    real = rl_mod._logprobs
-    monkeypatch.setattr(rl_mod, "_logprobs", lambda *a: calls.append(1) or real(*a))
+    real = rl_mod.logprobs
+    monkeypatch.setattr(rl_mod, "logprobs", lambda *a: calls.append(1) or real(*a))
 
     def run(rs, **kw):
         calls.clear()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-30)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-        v = rl_mod._update(model, opt, sched, rs, RLConfig(mini_batches=2, micro_batch_size=32, **kw),
+        v = rl_mod.update_policy(model, opt, sched, rs, RLConfig(mini_batches=2, micro_batch_size=32, **kw),
                            torch.device("cpu"), 0)
         return v, len(calls)
 
     cpu = torch.device("cpu")
-    assert rl_mod._use_rollout_logprobs(RLConfig(), cpu) and not rl_mod._use_rollout_logprobs(RLConfig(backend="vllm"), cpu)
-    assert not rl_mod._use_rollout_logprobs(RLConfig(bf16=True), cpu)  # auto: recompute under bf16
-    assert rl_mod._use_rollout_logprobs(RLConfig(bf16=True, old_logprobs="rollout"), cpu)  # explicit choice kept
+    assert rl_mod.use_rollout_logprobs(RLConfig(backend="hf"), cpu) and not rl_mod.use_rollout_logprobs(RLConfig(backend="vllm"), cpu)
+    assert not rl_mod.use_rollout_logprobs(RLConfig(backend="hf", bf16=True), cpu)  # auto: recompute under bf16
+    assert rl_mod.use_rollout_logprobs(RLConfig(bf16=True, old_logprobs="rollout"), cpu)  # explicit choice kept
     recomputed, n_re = run(rollouts, old_logprobs="recompute")
     reused, n_ro = run(rollouts)  # auto + hf → rollout
     assert n_ro == n_re - 1  # one training pass per mini-batch, no no-grad pass
