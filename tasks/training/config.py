@@ -9,6 +9,7 @@ from tasks.generation.sampling import Sampling
 from tasks.grading.rewards import RewardConfig
 
 STRATEGIES = ("ddp", "fsdp")        # several processes: replicas, or parameters/grads/optimizer sharded (FSDP2)
+ATTENTIONS = ("auto", "flex", "varlen", "dense")  # packed SFT attention kernels (tasks/training/sft.py)
 ROLLOUT_BACKENDS = ("auto", "hf", "vllm")  # auto: vllm when installed and a GPU is present, else hf (the policy
 #                                            itself); vllm: an engine per rank, weights synced in place
 OLD_LOGPROBS = ("auto", "rollout", "recompute")
@@ -34,6 +35,9 @@ class SFTConfig:
     gradient_checkpointing: bool = False  # trade compute for memory on long contexts
     bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
     strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
+    attention: str = "auto"               # packed attention, never an L×L mask: flex (FlexAttention, document
+    #   BlockMask; CUDA only: no backward on CPU), varlen (causal SDPA per document; CPU/GPU), dense (the
+    #   [B,1,L,L] mask: the reference, 1 GiB a sequence at 32K); auto: flex on a GPU, varlen on CPU
 
     def __post_init__(self) -> None:
         """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
@@ -60,6 +64,7 @@ class SFTConfig:
         check_int(self, "save_every", 1)
         check_int(self, "keep_checkpoints", 1)
         check_choice(self, "strategy", STRATEGIES)
+        check_choice(self, "attention", ATTENTIONS)
 
 
 @dataclass

@@ -12,7 +12,7 @@ CPU), one device per local rank, and a strategy (STRATEGIES):
 Each rank takes `batch[rank::world]` of every global batch; token counts are all-reduced so the loss stays
 the global token mean. Every rank runs the same number of micro-batches (gradients are synchronised in the
 last one), padding a short share with all-ignored packs, so a batch that does not split evenly cannot
-leave a rank waiting in a collective (sft._train_step).
+leave a rank waiting in a collective (sft.train_step).
 """
 from __future__ import annotations
 

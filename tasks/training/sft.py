@@ -5,9 +5,13 @@ Loss: token-mean negative log-likelihood over every response token of the global
     L = − Σ_{sequences, t ∈ response} log π(y_t | y_<t, x) / N_response_tokens(global batch)
 
 each micro-batch adds its sum divided by the global count, so gradient accumulation and micro-batch
-size never change the gradient. AdamW, warm-up then cosine decay to `min_lr_ratio`·lr (paper: 8e-5 → 4e-5
-for an 8B model), grad-norm clip 1.0. Seeded data order (seed, epoch); checkpoints every `save_every`
-steps hold weights, optimizer, schedule position and step, so `resume=True` continues the same loss curve.
+size never change the gradient. Packed examples attend only within themselves (sft_data: the rule reads
+per-token document ids) through a kernel that takes the documents, not an L×L mask (`attention`, ATTENTIONS):
+FlexAttention with a tile-level BlockMask on a GPU, causal SDPA per document span on CPU; the dense
+[B, 1, L, L] mask stays as the reference. AdamW, warm-up then cosine decay to `min_lr_ratio`·lr
+(paper: 8e-5 → 4e-5 for an 8B model), grad-norm clip 1.0. Seeded data order (seed, epoch); checkpoints
+every `save_every` steps hold weights, optimizer, schedule position and step, so `resume=True` continues
+the same loss curve.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from tasks.training.checkpoint import (check_fresh_out, latest_checkpoint, load_
                                       save_checkpoint, save_model)
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
+from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 
 log = logging.getLogger(__name__)
@@ -128,7 +133,10 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     if resume and ckpt is None:
         log.info("--resume: no checkpoint in %s, starting fresh", out)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(ctx.device)
+    cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device))  # recorded as trained
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32,
+                                                 attn_implementation=attn_implementation(cfg.attention))
+    model = model.to(ctx.device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.config.use_cache = False
@@ -178,7 +186,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
                     break
                 batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
                 t0 = time.perf_counter()
-                loss, n_tok = _train_step(ddp_model, batch, cfg, ctx, bf16)
+                loss, n_tok = train_step(ddp_model, batch, cfg, ctx, bf16)
                 gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
                 opt.step()
                 sched.step()
@@ -217,7 +225,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     return SFTResult(out, step, losses, rows.dataset, len(examples), truncated)
 
 
-def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, int]:
+def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, int]:
     """One optimizer step's forward/backward over this rank's share of `batch`; returns the global
     token-mean loss and the global number of response tokens.
 
@@ -235,13 +243,13 @@ def _train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, i
     total_loss = 0.0
     for i in range(n_micro):
         packs = mine[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] or filler
-        t = {k: v.to(ctx.device) for k, v in collate(packs).items()}
+        t = {k: v.to(ctx.device) for k, v in collate(packs, dense_mask=cfg.attention == "dense").items()}
         # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
         sync = ctx.world_size == 1 or i == n_micro - 1
         with dist_utils.gradient_sync(model, sync):
             with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"],
-                               position_ids=t["position_ids"]).logits
+                logits = model(input_ids=t["input_ids"], position_ids=t["position_ids"],
+                               **attention_inputs(t, cfg.attention)).logits
             nll = torch.nn.functional.cross_entropy(
                 logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
                 ignore_index=-100, reduction="sum")

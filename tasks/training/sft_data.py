@@ -7,8 +7,13 @@
   (labels −100 on the prompt), so the model learns to answer and to stop.
 - Packing: examples, shuffled with (seed, epoch), are placed greedily into sequences of `seq_len` tokens;
   each keeps its own positions (position_ids restart at 0) and attends only within itself (block-diagonal
-  causal mask), so packing changes speed, never the loss of an example. Longer examples are truncated
+  causal attention), so packing changes speed, never the loss of an example. Longer examples are truncated
   (counted).
+- Attention rule of a packed sequence, from its per-token document ids d (the example index, −1 padding):
+      token q may attend to token k  ⇔  (d[q] = d[k] ≥ 0 and k ≤ q)  or  q = k
+  (padding attends to itself only: no empty softmax row, and no example ever sees padding). A batch carries
+  d itself (O(L)); the attention kernels of tasks/training/sft.py read the rule from it, so the L×L mask
+  (1 GiB of booleans per sequence at L = 32K) is built only for the dense reference.
 """
 from __future__ import annotations
 
@@ -139,19 +144,38 @@ def pack_examples(examples: list[Example], seq_len: int, pad_id: int, seed: int,
     return packs, truncated
 
 
-def collate(packs: list[Pack]) -> dict:
-    """Batch tensors: input_ids, labels (already aligned to inputs; shift happens in the loss),
-    position_ids and a 4-D boolean block-diagonal causal mask (True = may attend)."""
+def collate(packs: list[Pack], dense_mask: bool = False) -> dict:
+    """Batch tensors, O(L) each per sequence: input_ids, labels (already aligned to inputs; shift happens in
+    the loss), position_ids and document_ids (Pack.segments: example index within its pack, −1 padding).
+    `dense_mask` adds the attention rule (module docstring) materialised as `attention_mask`, a 4-D boolean
+    [B, 1, L, L] block-diagonal causal mask (True = may attend): the reference path, O(L²)."""
     import torch  # here, not at import: the CLI reads training rows (read_problems) without torch
 
     seg = torch.tensor([p.segments for p in packs])
-    t = seg.shape[1]
-    causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
-    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
-    mask = (causal[None] & same) | torch.eye(t, dtype=torch.bool)[None]  # padding attends to itself (no NaN)
-    return {
+    out = {
         "input_ids": torch.tensor([p.input_ids for p in packs]),
         "labels": torch.tensor([p.labels for p in packs]),
         "position_ids": torch.tensor([p.position_ids for p in packs]),
-        "attention_mask": mask[:, None],
+        "document_ids": seg,
     }
+    if dense_mask:
+        t = seg.shape[1]
+        causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
+        out["attention_mask"] = ((causal[None] & same) | torch.eye(t, dtype=torch.bool)[None])[:, None]
+    return out
+
+
+def document_spans(document_ids) -> list[tuple[int, int, int, bool]]:
+    """(row, start, end, padding) for each maximal run of one document id in each row of a [B, L] tensor of
+    document ids, in order (the runs of a row tile [0, L)); `padding` marks a run of −1. Under the attention
+    rule (module docstring) a document run attends causally within itself and a padding token to itself
+    only; pack_examples puts each example in one run (ids that recurred after a gap would count as two
+    documents here)."""
+    import torch
+
+    spans = []
+    for row, d in enumerate(document_ids.cpu()):
+        cuts = [0] + (torch.nonzero(d[1:] != d[:-1]).flatten() + 1).tolist() + [len(d)]
+        spans += [(row, s, e, bool(d[s] < 0)) for s, e in zip(cuts, cuts[1:])]
+    return spans

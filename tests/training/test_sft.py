@@ -32,7 +32,7 @@ def test_packing_keeps_examples_apart():
     packs, trunc = pack_examples(exs, seq_len=6, pad_id=0, seed=0, epoch=0)
     assert trunc == 0 and all(len(p.input_ids) == 6 for p in packs)
     assert sorted(t for p in packs for t, s in zip(p.input_ids, p.segments) if s >= 0) == list(range(1, 10))
-    b = collate(packs)
+    b = collate(packs, dense_mask=True)
     m = b["attention_mask"][0, 0]
     seg = packs[0].segments
     for i in range(6):
@@ -49,6 +49,16 @@ def test_loss_falls(setup, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == res.steps
     assert all(r["tokens"] < r["input_tokens"] <= 4 * 128 for r in rows)  # response ⊂ input ≤ batch × seq_len
+
+
+def test_packed_attention_kernels_train_as_the_dense_reference(setup, tmp_path):
+    """`attention` varlen (the CPU default, auto) trains the loss curve of the dense L×L-mask reference."""
+    model, data, _ = setup
+    runs = {a: train_sft(model, data, str(tmp_path / a), SFTConfig(max_steps=3, batch_size=4, micro_batch_size=2,
+                                                                   seq_len=128, attention=a))
+            for a in ("dense", "auto")}
+    assert runs["auto"].losses == pytest.approx(runs["dense"].losses, abs=1e-4)
+    assert json.loads((tmp_path / "auto" / "sft_config.json").read_text())["config"]["attention"] == "varlen"
 
 
 def test_micro_batching_does_not_change_the_loss(setup, tmp_path):
