@@ -309,6 +309,8 @@ def sft(
 def eval_(
     model: str = typer.Option(..., "--model", help="HF model directory"),
     benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
+    nproc: int = typer.Option(1, "--nproc", help="Worker processes, each with its own engine (one GPU each, "
+                              "or a share of the CPU cores); the numbers equal one process's"),
     store: Optional[str] = StoreOpt,
     **settings,
 ) -> None:
@@ -316,7 +318,10 @@ def eval_(
     import json
 
     from tasks.evaluation.evaluate import load_benchmark
+    from tasks.generation.parallel import nproc_problem
 
+    if why := nproc_problem(nproc):
+        raise UserError(f"--nproc {why}")
     _check_model_dir("--model", model)
     benches = parse_pairs(benchmark, "--benchmark")
     for name, path in benches.items():
@@ -334,7 +339,7 @@ def eval_(
     quiet_prefect_defaults()
     from flows.evaluate import evaluate as eval_flow
 
-    rows = run_flow(eval_flow, model=model, benchmarks=benches, store=store, config=cfg)
+    rows = run_flow(eval_flow, model=model, benchmarks=benches, store=store, config=cfg, nproc=nproc)
     for row in rows:
         print(json.dumps(row), flush=True)
 
@@ -343,12 +348,17 @@ def eval_(
 @with_config_options(DifficultyConfig)
 def tag_difficulty(
     model: str = typer.Option(..., "--model", help="HF model directory that samples the answers"),
+    nproc: int = typer.Option(1, "--nproc", help="Worker processes, each with its own engine (one GPU each, "
+                              "or a share of the CPU cores); the tags equal one process's"),
     store: Optional[str] = StoreOpt,
     **settings,
 ) -> None:
     """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
     from storage.store import Store
+    from tasks.generation.parallel import nproc_problem
 
+    if why := nproc_problem(nproc):
+        raise UserError(f"--nproc {why}")
     _check_model_dir("--model", model)
     root = store_root(store)
     if Store(root).current_version() is None:
@@ -358,7 +368,7 @@ def tag_difficulty(
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
-    v = run_flow(tag_flow, model=model, store=root, config=cfg)
+    v = run_flow(tag_flow, model=model, store=root, config=cfg, nproc=nproc)
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={cfg.k}) is now current in {Store(root).catalog_path}")
 
 

@@ -11,6 +11,11 @@ difficulty "unknown". A problem whose prompt does not fit the model's context mi
 (tasks/generation/base.py) is not sampled: pass_rate null, difficulty "unknown", named in a warning. The
 version's parameters report `infra_samples`, `unknown_problems` and `too_long_problems` in total.
 RL data selection later filters on pass_rate (paper: code ≥ 0.5 of 16 samples; math: a majority of 16).
+
+Sampling is seeded per problem (problem_seed(seed, id), tasks/generation/sampling.py), so `nproc` N worker
+processes, each with its own engine on a shard of the problems (tasks/generation/parallel.py), tag exactly
+as one process does; the version id does not depend on `nproc`. An engine built here is closed here (in
+a finally); a `generator` handed in is left open.
 """
 from __future__ import annotations
 
@@ -53,12 +58,18 @@ def difficulty_version_id(parent: str, model_id: str, cfg: DifficultyConfig) -> 
 
 def build_difficulty_version(store_root: str | None, model_dir: str, cfg: DifficultyConfig,
                              parent: str | None = None, generator=None,
-                             feed: Callable[[str], None] | None = None) -> DatasetVersion:
+                             feed: Callable[[str], None] | None = None, nproc: int = 1) -> DatasetVersion:
     """`feed` gets the progress lines (problems done, samples, correct so far) at most every few seconds
-    (tasks/progress.py StepProgress), as stderr does."""
+    (tasks/progress.py StepProgress), as stderr does. `nproc` > 1: that many worker processes (module
+    docstring); not with a `generator`."""
     from tasks.evaluation.evaluate import sample_and_grade
     from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
+    from tasks.generation.sampling import problem_seeds
     from tasks.generation.select import make_generator
+
+    if generator is not None and nproc != 1:
+        raise ValueError(f"difficulty: nproc {nproc} builds its own engines, one per process; a given "
+                         "generator runs in this process (nproc 1)")
 
     store = Store(store_root)
     parent = parent or store.current_version()
@@ -71,22 +82,28 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     pv = store.load_version(parent)
     problems = store.read_table(parent, "problems")
     rows = problems.to_pylist()
-    gen = generator or make_generator(model_dir, cfg.backend)
-    prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
-    fits, too_long = fit_prompts(gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
-    if too_long:
-        log.warning("difficulty: %s", describe_too_long(too_long, gen.context_length, cfg.max_tokens,
-                                                        lambda i: f"problem {rows[i]['id']}"))
-    params = cfg.sampling_params(cfg.k)
-    graders: dict = {}
-    report = StepProgress("difficulty", unit="problems", feed=feed)
+    own_gen = generator is None
+    gen = generator or make_generator(model_dir, cfg.backend, nproc=nproc)
     try:
-        _, graded = sample_and_grade(gen, [rows[i] for i in fits], [prompts[i] for i in fits], params, graders,
-                                     report)
+        prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
+        fits, too_long = fit_prompts(gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
+        if too_long:
+            log.warning("difficulty: %s", describe_too_long(too_long, gen.context_length, cfg.max_tokens,
+                                                            lambda i: f"problem {rows[i]['id']}"))
+        params = cfg.sampling_params(cfg.k)
+        sampled = [rows[i] for i in fits]
+        graders: dict = {}
+        report = StepProgress("difficulty", unit="problems", feed=feed)
+        try:
+            _, graded = sample_and_grade(gen, sampled, [prompts[i] for i in fits], params, graders, report,
+                                         seeds=problem_seeds(cfg.seed, sampled))
+        finally:
+            report.close()
+            for g in graders.values():
+                g.close()
     finally:
-        report.close()
-        for g in graders.values():
-            g.close()
+        if own_gen:
+            gen.close()
     grades: list[list] = [[] for _ in rows]  # a problem left out has no sample: pass_rate None, "unknown"
     for i, gs in zip(fits, graded):
         grades[i] = gs

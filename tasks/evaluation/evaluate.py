@@ -1,6 +1,12 @@
 """Evaluate a model on a benchmark: k samples per problem (paper: temperature 0.6, top_p 0.95), graded
-by domain (graders registry), summarised as avg@k and pass@k (metrics.py). Seeded: the same model,
-benchmark and seed give the same numbers.
+by domain (graders registry), summarised as avg@k and pass@k (metrics.py). Seeded per problem: problem p
+is sampled with problem_seed(seed, p.id) (tasks/generation/sampling.py), so the same model, benchmark and
+seed give the same numbers, however the problems are batched or split over processes: `nproc` N runs N
+worker processes, each with its own engine on a shard of the problems (tasks/generation/parallel.py), and
+gives exactly the one-process numbers and per-problem records (grading runs here, in the caller, as
+batches arrive, and the results are merged in benchmark order before the metrics).
+
+Engines: `evaluate` closes an engine it builds (in a finally) and leaves open one it is handed.
 
 A problem whose prompt does not fit the model's context minus max_tokens stops the evaluation before it
 generates (`require_fit`: one line naming the row).
@@ -10,13 +16,13 @@ and pass@k (metrics.py) and reported: `infra` samples, and `infra_problems` whos
 (left out of both averages)."""
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Callable
 
 from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
-from tasks.generation.base import SamplingParams, chat_prompt
+from tasks.generation.base import SamplingParams, accepts, chat_prompt
+from tasks.generation.sampling import problem_seeds
 
 
 @dataclass
@@ -104,9 +110,10 @@ GRADE_CHUNK = 64  # samples per grading call (and progress line) when the genera
 
 
 def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: SamplingParams, graders: dict,
-                     report=None) -> tuple[list[list[str]], list[list]]:
+                     report=None, seeds: list[int] | None = None) -> tuple[list[list[str]], list[list]]:
     """The texts of `params.n` samples per problem and their grades — exactly gen.generate(prompts,
-    params)'s completions, graded batch by batch as the generator finishes them when its `generate` takes
+    params, seeds=seeds)'s completions (`seeds`, one per problem, go to a generator that takes them),
+    graded batch by batch as the generator finishes them when its `generate` takes
     `on_batch(start, completions)`, else after it returns, in chunks of about GRADE_CHUNK samples.
     `report` (a tasks.progress.StepProgress) counts problems done, samples and correct so far, and
     generated tokens for the rate; it is told `0/n` first, so a run says what it does before it generates
@@ -128,10 +135,11 @@ def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: Sampling
 
     if report is not None:
         report.update(0, len(rows))
-    if "on_batch" in inspect.signature(gen.generate).parameters:
-        gen.generate(prompts, params, on_batch=take)
+    kw = {"seeds": seeds} if seeds is not None and accepts(gen.generate, "seeds") else {}
+    if accepts(gen.generate, "on_batch"):
+        gen.generate(prompts, params, on_batch=take, **kw)
     else:
-        completions = gen.generate(prompts, params)
+        completions = gen.generate(prompts, params, **kw)
         if report is not None:  # generation is over: its tokens and rate now, grading's progress next
             report.update(0, len(rows), tokens=sum(len(c.token_ids) for cs in completions for c in cs),
                           generated=sum(map(len, completions)))
@@ -142,27 +150,39 @@ def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: Sampling
 
 
 def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=None, graders=None,
-             feed: Callable[[str], None] | None = None, progress_mode: str | None = None) -> EvalResult:
-    """`feed` and `progress_mode` go to the progress report (tasks/progress.py StepProgress: problems
-    done, samples, correct so far); `progress_mode="off"` keeps the terminal quiet (RL's held-out runs)."""
+             feed: Callable[[str], None] | None = None, progress_mode: str | None = None,
+             nproc: int = 1) -> EvalResult:
+    """`generator`: an engine to sample with (left open); without one, an engine of `cfg.backend` over
+    `model_dir` is built and closed here, or with `nproc` > 1 one per worker process. `feed` and
+    `progress_mode` go to the progress report (tasks/progress.py StepProgress: problems done, samples,
+    correct so far); `progress_mode="off"` keeps the terminal quiet (RL's held-out runs)."""
     from tasks.generation.select import make_generator
     from tasks.progress import StepProgress
 
+    if generator is not None and nproc != 1:
+        raise ValueError(f"evaluate: nproc {nproc} builds its own engines, one per process; a given generator "
+                         "runs in this process (nproc 1)")
     rows = load_benchmark(path)
-    gen = generator or make_generator(model_dir, cfg.backend)
-    prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
-    require_fit(path, gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
-    params = cfg.sampling_params(cfg.k)
-    own = graders is None
-    graders = {} if own else graders
-    report = StepProgress(f"eval {name}", unit="problems", mode=progress_mode, feed=feed)
+    own_gen = generator is None
+    gen = generator or make_generator(model_dir, cfg.backend, nproc=nproc)
     try:
-        samples, grades = sample_and_grade(gen, rows, prompts, params, graders, report)
+        prompts = [chat_prompt(gen.tok, r["problem"]) for r in rows]
+        require_fit(path, gen.tok, getattr(gen, "context_length", None), prompts, cfg.max_tokens)
+        params = cfg.sampling_params(cfg.k)
+        own = graders is None
+        graders = {} if own else graders
+        report = StepProgress(f"eval {name}", unit="problems", mode=progress_mode, feed=feed)
+        try:
+            samples, grades = sample_and_grade(gen, rows, prompts, params, graders, report,
+                                               seeds=problem_seeds(cfg.seed, rows))
+        finally:
+            report.close()
+            if own:
+                for g in graders.values():
+                    g.close()
     finally:
-        report.close()
-        if own:
-            for g in graders.values():
-                g.close()
+        if own_gen:
+            gen.close()
     return summarize(name, path, cfg, rows, samples, grades)
 
 

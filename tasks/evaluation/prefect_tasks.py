@@ -12,9 +12,10 @@ from tasks.prefect_tasks import progress_feed
 
 
 @task(name="evaluate", cache_policy=NONE)
-def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: str | None) -> dict:
-    feed = progress_feed(f"eval-{name}-progress", f"{name}: {config.k} samples per problem of {model}")
-    result = evaluate(model, name, path, config, feed=feed)
+def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: str | None, nproc: int = 1) -> dict:
+    feed = progress_feed(f"eval-{name}-progress", f"{name}: {config.k} samples per problem of {model}"
+                         + (f" in {nproc} processes" if nproc > 1 else ""))
+    result = evaluate(model, name, path, config, feed=feed, nproc=nproc)
     row = record_evaluation(model, result, config, store)
     create_table_artifact(key=f"eval-{name.lower().replace('_', '-')}", table=[row],
                           description=f"{name}: avg@{config.k} and pass@{config.k}")
@@ -22,7 +23,7 @@ def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: s
 
 
 @task(name="tag-difficulty", cache_policy=NONE)
-def tag_difficulty_task(store: str | None, model: str, config, parent: str | None = None) -> dict:
+def tag_difficulty_task(store: str | None, model: str, config, parent: str | None = None, nproc: int = 1) -> dict:
     import tempfile
     from dataclasses import asdict
     from pathlib import Path
@@ -34,8 +35,9 @@ def tag_difficulty_task(store: str | None, model: str, config, parent: str | Non
     from tasks.training.metrics import plot_bars
     from tasks.training.prefect_tasks import png_data_url
 
-    feed = progress_feed("difficulty-progress", f"difficulty tags by {config.k} samples of {model}")
-    version = build_difficulty_version(store, model, config, parent, feed=feed)
+    feed = progress_feed("difficulty-progress", f"difficulty tags by {config.k} samples of {model}"
+                         + (f" in {nproc} processes" if nproc > 1 else ""))
+    version = build_difficulty_version(store, model, config, parent, feed=feed, nproc=nproc)
     table = Store(store).read_table(version.id, "problems")
     counts: dict[str, int] = {}
     for d in table.column("difficulty").to_pylist():

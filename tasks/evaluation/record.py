@@ -1,6 +1,7 @@
 """Record an evaluation: per-problem results as Parquet in the store, one `evaluations` row in the catalog.
-The row id hashes checkpoint, benchmark content, k, seed and sampling settings, so re-running the same
-evaluation does not add a row."""
+The row id hashes checkpoint, benchmark content, k, seed, sampling settings and the code of evaluation,
+grading and generation (a changed seeding or grading rule is a new evaluation, not a cached one), so
+re-running the same evaluation does not add a row; it does not depend on `nproc` (same numbers)."""
 from __future__ import annotations
 
 import json
@@ -12,15 +13,16 @@ import pyarrow.parquet as pq
 
 from storage import paths
 from storage.checkpoints import checkpoint_id, read_lineage
-from storage.keys import hash_file, hash_json, short_id
+from storage.keys import code_version, hash_file, hash_json, short_id
 from storage.store import Store
 from tasks.evaluation.evaluate import EvalConfig, EvalResult
 
 
 def evaluation_id(model: str, benchmark_path: str, config: EvalConfig) -> str:
-    """Content address of an evaluation: checkpoint weights, benchmark content, sampling settings."""
+    """Content address of an evaluation: checkpoint weights, benchmark content, sampling settings, code."""
     return short_id("ev", hash_json({"checkpoint": checkpoint_id(model), "benchmark": hash_file(benchmark_path),
-                                     "config": asdict(config)}))
+                                     "config": asdict(config),
+                                     "code": code_version(("tasks.evaluation", "tasks.grading", "tasks.generation"))}))
 
 
 def find_evaluation(store_root: str, eval_id: str) -> dict | None:

@@ -8,6 +8,18 @@ model's raw distribution (temperature 1, no top-p), which is what RL needs as th
 `token_ids` end with the eos token when finish_reason is "stop" (the text does not show it).
 temperature 0 means greedy decoding.
 
+Seeding. `generate(prompts, params)` seeds the whole call from `params.seed` (each backend's rule is in
+its docstring): the same prompts, in the same order, give the same completions. `generate(prompts, params,
+seeds=[s_0, s_1, ...])` (one seed per prompt; `params.seed` is then unused) draws prompt i's n samples
+from s_i alone, so a prompt gets the same samples whichever other prompts share the call and in whatever
+order — what lets a stage split its problems over processes and get the one-process numbers
+(tasks/generation/parallel.py; stages derive s_i from their seed and the problem: sampling.problem_seed).
+Float rounding of batched kernels is the one thing batch-dependent left: see each backend.
+
+Lifecycle. `close()` releases what the generator holds (model weights, KV cache, engine processes, GPU
+memory); it is idempotent, and a closed generator is not used again. Whoever builds an engine closes it,
+in a `finally`; a stage handed a generator by its caller leaves it open.
+
 Prompt-length bound (`fit_prompts`, and `check_prompt_lengths` in every backend): a prompt fits when its
 tokens plus `max_tokens` are at most the model's context (`context_length`: max_position_embeddings for
 transformers, max_model_len for vLLM), so every completion can run to max_tokens inside the context the
@@ -44,7 +56,25 @@ class Generator(Protocol):
     tok: object
     context_length: int | None  # tokens of prompt + completion the model takes; None: unknown
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]: ...
+    def generate(self, prompts: Sequence[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]: ...
+
+    def close(self) -> None: ...
+
+
+def accepts(fn, name: str) -> bool:
+    """Whether callable `fn` takes keyword `name` (by name or through **kwargs): how stages see whether a
+    generator takes `on_batch` or `seeds`."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def check_seeds(seeds: Sequence[int] | None, prompts: Sequence[str]) -> None:
+    """Per-prompt seeds, when given, are one per prompt."""
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts: give one seed per prompt")
 
 
 class PromptTooLong(ValueError):

@@ -4,16 +4,40 @@ RL rollouts): one type, one set of checks, one conversion to the engines' Sampli
     temperature  0 = greedy; the paper samples at 0.6 for evaluation and 1.0 for RL rollouts
     top_p        nucleus mass in (0, 1]; the paper's evaluation uses 0.95, RL 1.0
     max_tokens   response budget in tokens (the paper: 32K; the demo's responses are < 150 tokens)
-    seed         seeds the engine, so the same model, prompts and seed give the same samples
+    seed         seeds sampling, so the same model, problems and seed give the same samples
+
+Per-problem seeds (evaluation and difficulty tags): problem p is sampled with its own seed
+
+    problem_seed(seed, p.id) = int(sha256(f"{seed}:{p.id}")[:8], big-endian) >> 2     (62 bits)
+
+passed to the engine per prompt (`generate(..., seeds=...)`, tasks/generation/base.py). The samples of a
+problem are then a function of the model, the problem, the sampling settings and `seed` alone: not of
+its position in the file, of the other problems batched with it, or of how the problems are split over
+processes (`--nproc`), which is what makes N processes give exactly the numbers of one. A problem that
+appears twice (the same id) gets the same samples both times. 62 bits: torch.Generator.manual_seed and
+vLLM's per-request seed take it, and vLLM's k-th sample (seed + k) stays inside 64 bits.
 
 Stage configs inherit these fields (flat, so `klear eval --temperature` and a deployment's
 `config={"temperature": ...}` name the same thing) and change a default only with its reason.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from typing import Iterable
 
 from tasks.generation.base import SamplingParams
+
+
+def problem_seed(seed: int, key: str) -> int:
+    """The sampling seed of one problem (`key`: its id) under the stage's `seed` (module rule)."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 2
+
+
+def problem_seeds(seed: int, rows: Iterable[dict]) -> list[int]:
+    """`problem_seed` of each canonical row, by its `id`."""
+    return [problem_seed(seed, r["id"]) for r in rows]
 
 
 @dataclass

@@ -24,10 +24,12 @@ Rules (identical to the transformers backend, so stages and tests can swap backe
 - temperature <= 0 is greedy (top_p ignored): one decode per prompt, returned n times (HF's `generate`
   refuses greedy with num_return_sequences > 1).
 - Seeding: the call's `seed` draws one 62-bit seed per prompt (torch.Generator(seed), like hf_backend draws
-  per batch); vLLM gives the k-th of the n samples `prompt_seed + k` and samples each request with its own
-  torch.Generator, so the same model, prompts (in the same order) and seed give the same completions
-  (on CPU exactly; GPU kernels are not guaranteed batch-invariant). The two backends do not draw the *same*
-  samples for a seed; each reproduces itself.
+  per batch), or `generate(..., seeds=...)` gives them (one per prompt, base.py); vLLM gives the k-th of the
+  n samples `prompt_seed + k` and samples each request with its own torch.Generator, so the same model,
+  prompts (in the same order) and seed give the same completions, and a prompt given its own seed gets the
+  same completions whatever else is in the call (on CPU exactly, measured; GPU kernels are not guaranteed
+  batch-invariant, so there a prompt's logits may round differently in another batch). The two backends
+  do not draw the *same* samples for a seed; each reproduces itself.
 - `sync_weights(model | state_dict)`: pushes the FULL HF state dict (cast to the engine dtype) through
   `collective_rpc("reload_weights", kwargs={"weights_iterator": [(name, tensor), ...]})`, which loads with the
   model's checkpoint-name mapping and re-runs the post-load processing (CPU GEMM repacking etc.), then
@@ -75,7 +77,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths
+from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds
 
 CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
@@ -151,18 +153,21 @@ class VLLMGenerator:
         self.context_length = int(getattr(self.llm.llm_engine.model_config, "max_model_len", 0) or 0) or None
 
     # ---- generation -----------------------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
         from vllm import SamplingParams as VSP
 
+        check_seeds(seeds, prompts)
         if not prompts:
             return []
         greedy = params.temperature <= 0
-        gen = torch.Generator(device="cpu").manual_seed(params.seed)
-        seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()
+        if seeds is None:
+            gen = torch.Generator(device="cpu").manual_seed(params.seed)
+            seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()
         stop = sorted(self.eos_ids)
         sps = [VSP(n=1 if greedy else params.n, temperature=0.0 if greedy else params.temperature,
                    top_p=1.0 if greedy else params.top_p, max_tokens=params.max_tokens,
-                   seed=None if greedy else s, logprobs=0, stop_token_ids=stop, detokenize=False)
+                   seed=None if greedy else int(s), logprobs=0, stop_token_ids=stop, detokenize=False)
                for s in seeds]
         inputs = [{"prompt_token_ids": self.tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]
         check_prompt_lengths([len(x["prompt_token_ids"]) for x in inputs], self.context_length, params.max_tokens)
@@ -212,6 +217,7 @@ class VLLMGenerator:
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:
+        """Shut the engine down (its processes, weights and KV cache); idempotent."""
         llm = getattr(self, "llm", None)
         if llm is None:
             return

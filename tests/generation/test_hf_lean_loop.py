@@ -99,6 +99,27 @@ def test_same_seed_same_output_other_seed_differs(lean):
     assert len({tuple(x.token_ids) for x in a[0]}) > 1  # the n samples of one prompt differ
 
 
+@pytest.mark.parametrize("loop", ["lean", "hf"])
+def test_per_prompt_seeds_do_not_depend_on_the_other_prompts(trained, loop):
+    """generate(..., seeds=...) (base.py "Seeding"): a prompt's samples come from its own seed, whether it is
+    sampled alone, with others, in another order or in another batch size (the transformers fallback too)."""
+    model, tok = trained
+    ps = prompts(tok, QUESTIONS + ["2+2?", "9+1?"])
+    seeds = [101, 202, 303, 404, 505]
+    sp = SamplingParams(n=3, temperature=0.6, top_p=0.95, max_tokens=16, seed=0)
+    ids = lambda out: [[x.token_ids for x in cs] for cs in out]  # noqa: E731
+    gen = HFGenerator(model, tok, batch_size=6, loop=loop)  # two prompts (× 3 rows) per batch
+    together = ids(gen.generate(ps, sp, seeds=seeds))
+    assert ids(gen.generate(ps[::-1], sp, seeds=seeds[::-1]))[::-1] == together
+    assert [ids(gen.generate([p], sp, seeds=[s]))[0] for p, s in zip(ps, seeds)] == together
+    assert ids(HFGenerator(model, tok, batch_size=64, loop=loop).generate(ps, sp, seeds=seeds)) == together
+    assert ids(gen.generate(ps, sp, seeds=[1, 202, 303, 404, 505]))[1:] == together[1:]  # only prompt 0 moved
+    assert ids(gen.generate(ps, sp, seeds=[1, 202, 303, 404, 505]))[0] != together[0]
+    assert len({tuple(x) for x in together[1]}) > 1  # the n samples of one prompt differ
+    with pytest.raises(ValueError, match="2 seeds for 5 prompts"):
+        gen.generate(ps, sp, seeds=[1, 2])
+
+
 def test_eviction_and_batch_size_rules_do_not_change_completions(trained):
     """Eviction only changes speed: noise is drawn per row of the batch, evicted or not."""
     model, tok = trained

@@ -145,6 +145,18 @@ def test_same_seed_same_completions(gen, dirs):
     assert len({tuple(x) for x in ids(a)[0]}) > 1  # the n samples of one prompt differ
 
 
+def test_per_prompt_seeds_do_not_depend_on_the_other_prompts(gen):
+    """generate(..., seeds=...) (base.py "Seeding"): the same samples alone, together, or in another order."""
+    ps = prompts(gen.tok)
+    seeds = [11, 22, 33]
+    sp = SamplingParams(n=3, max_tokens=10, temperature=0.6, top_p=0.95, seed=0)
+    ids = lambda out: [[x.token_ids for x in cs] for cs in out]  # noqa: E731
+    together = ids(gen.generate(ps, sp, seeds=seeds))
+    assert ids(gen.generate(ps[::-1], sp, seeds=seeds[::-1]))[::-1] == together
+    assert [ids(gen.generate([p], sp, seeds=[s]))[0] for p, s in zip(ps, seeds)] == together
+    assert ids(gen.generate(ps, sp, seeds=[1, 22, 33]))[1:] == together[1:]
+
+
 def test_greedy_matches_transformers(gen, dirs):
     model, tok = hf(dirs[0]), gen.tok
     ps = prompts(tok)
