@@ -3,7 +3,7 @@ weight sync for RL rollouts.
 
     gen = VLLMGenerator(model_dir, seed=0)
     gen.generate(prompts, SamplingParams(n, temperature, top_p, max_tokens, seed)) -> [[Completion] * n] * len(prompts)
-    gen.sync_weights(policy_model_or_state_dict)   # after every optimizer step
+    gen.sync_weights(policy_model_or_state_dict_or_pairs)   # after every optimizer step
     gen.close()
 
 Rules (identical to the transformers backend, so stages and tests can swap backends):
@@ -30,15 +30,21 @@ Rules (identical to the transformers backend, so stages and tests can swap backe
   same completions whatever else is in the call (on CPU exactly, measured; GPU kernels are not guaranteed
   batch-invariant, so there a prompt's logits may round differently in another batch). The two backends
   do not draw the *same* samples for a seed; each reproduces itself.
-- `sync_weights(model | state_dict)`: pushes the FULL HF state dict (cast to the engine dtype) through
-  `collective_rpc("reload_weights", kwargs={"weights_iterator": [(name, tensor), ...]})`, which loads with the
-  model's checkpoint-name mapping and re-runs the post-load processing (CPU GEMM repacking etc.), then
+- `sync_weights(model | state_dict | (name, tensor) pairs)`: pushes the FULL set of HF weights (cast to the
+  engine dtype) in ONE call of `collective_rpc("reload_weights", kwargs={"weights_iterator": ...})`, which
+  loads with the model's checkpoint-name mapping and re-runs the post-load processing (CPU GEMM repacking
+  etc.) over every layer, then
   `reset_prefix_cache()`: cached prompt KV blocks were computed with the old weights and would otherwise be
   reused. `lm_head.weight` must be included even for tied-embedding models: vLLM keeps a separately
   processed copy for the head, and a push without it leaves the old head in use (measured: outputs differ
   from transformers). If a tied state dict lacks it, `model.embed_tokens.weight` is sent as `lm_head.weight`.
-  In-process engines (CPU default) take the tensors as they are (any device, no copy beyond the dtype
-  cast); a multi-process engine (GPU default) gets one `safetensors` blob of the CPU tensors through the
+  Never push a subset per call: the post-processing then runs again on layers that were not reloaded
+  (measured on CPU: weights pushed one parameter per call leave an engine that emits only eos). In-process
+  engines (CPU default; set VLLM_ENABLE_V1_MULTIPROCESSING=0 for a colocated trainer on a GPU) take the
+  pairs lazily as the loader consumes them, so a generator of parameters gathered one at a time from FSDP
+  shards (distributed.full_parameters) never holds more than one whole parameter beyond the shards, and no
+  copy is made beyond the dtype cast; a multi-process engine gets one `safetensors` blob of the CPU tensors
+  (a full host copy) through the
   `WeightSyncExtension.klear_reload_safetensors` worker method (tensors nested in collective_rpc kwargs do
   not survive the process boundary in 0.32.0). The engine is never restarted. Measured on CPU (fp32,
   in-process, 2 busy cores): 0.04-0.08 s per sync for both the tiny (0.43M) and small (4.8M) presets.
@@ -73,7 +79,7 @@ import gc
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -116,11 +122,15 @@ def _max_len(model_dir: str) -> int:
 
 class VLLMGenerator:
     def __init__(self, model_dir: str, *, gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
-                 enforce_eager: bool | None = None, seed: int = 0, **engine_kw: Any):
+                 enforce_eager: bool | None = None, seed: int = 0, sleep_mode: bool = False, **engine_kw: Any):
         from transformers import AutoTokenizer
 
         self.model_dir = str(model_dir)
         on_gpu = torch.cuda.is_available()
+        self.sleep_mode = sleep_mode and on_gpu  # vLLM's sleep mode needs CUDA's memory allocator
+        self.asleep = False
+        if self.sleep_mode:
+            engine_kw.setdefault("enable_sleep_mode", True)
         if not on_gpu:
             for k, v in CPU_ENV_DEFAULTS.items():
                 os.environ.setdefault(k, v)
@@ -158,6 +168,7 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSP
 
         check_seeds(seeds, prompts)
+        self.wake()  # an engine put to sleep for an update generates again
         if not prompts:
             return []
         greedy = params.temperature <= 0
@@ -190,31 +201,57 @@ class VLLMGenerator:
         return Completion(self.tok.decode(text_ids, skip_special_tokens=False), ids, lps, finish)
 
     # ---- weight sync ----------------------------------------------------------------------------------------
-    def sync_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+    def sync_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]
+                     | Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load the policy's current weights into the running engine in place and drop its prefix cache."""
-        sd = (model_or_state_dict.state_dict() if isinstance(model_or_state_dict, torch.nn.Module)
-              else dict(model_or_state_dict))
-        if self.tied and "lm_head.weight" not in sd and "model.embed_tokens.weight" in sd:
-            sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
-        weights, seen = [], set()
-        for name, t in sd.items():
-            t = t.detach()
-            if t.is_floating_point():
-                t = t.to(dtype=self.dtype)
-            if not self.in_process:
-                t = t.to("cpu").contiguous()
-                if t.data_ptr() in seen:  # tied tensors share storage; safetensors refuses shared buffers
-                    t = t.clone()
-                seen.add(t.data_ptr())
-            weights.append((name, t))
+        if isinstance(weights, torch.nn.Module):
+            weights = weights.state_dict()
+        pairs = weights.items() if isinstance(weights, Mapping) else weights
         with torch.no_grad():
             if self.in_process:
-                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": self._engine_weights(pairs)})
             else:
                 from safetensors.torch import save
 
-                self.llm.collective_rpc("klear_reload_safetensors", args=(save(dict(weights)),))
+                blob, seen = {}, set()
+                for name, t in self._engine_weights(pairs):
+                    t = t.to("cpu").contiguous()
+                    if t.data_ptr() in seen:  # tied tensors share storage; safetensors refuses shared buffers
+                        t = t.clone()
+                    seen.add(t.data_ptr())
+                    blob[name] = t
+                self.llm.collective_rpc("klear_reload_safetensors", args=(save(blob),))
         self.llm.reset_prefix_cache()
+
+    def _engine_weights(self, pairs: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """The pairs cast to the engine dtype, lazily; a tied model's embedding also sent as lm_head."""
+        head_sent = False
+        embedding = None
+        for name, t in pairs:
+            t = t.detach()
+            if t.is_floating_point():
+                t = t.to(dtype=self.dtype)
+            head_sent |= name == "lm_head.weight"
+            if name == "model.embed_tokens.weight":
+                embedding = t
+            yield name, t
+        if self.tied and not head_sent and embedding is not None:
+            yield "lm_head.weight", embedding
+
+    # ---- sharing the GPU with a trainer ------------------------------------------------------------------
+    def sleep(self) -> None:
+        """Free the engine's GPU memory while a colocated trainer updates (vLLM sleep level 1: weights
+        copied to host memory, KV cache dropped). A no-op unless built with `sleep_mode` on a GPU."""
+        if self.sleep_mode and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Take the GPU memory back: `("weights",)` first (then push new weights), `("kv_cache",)` before
+        generating; None: both. A no-op when awake."""
+        if self.asleep:
+            self.llm.wake_up(tags=list(tags) if tags else None)
+            self.asleep = tags is not None and "kv_cache" not in tags
 
     def close(self) -> None:
         """Shut the engine down (its processes, weights and KV cache); idempotent."""

@@ -6,21 +6,18 @@ backend (RLConfig.backend, resolved by `resolve_backend`):
   generate different prompts for different lengths. Each rank generates with an unsharded copy made before
   sharding; after an update every parameter is gathered whole, one at a time, and copied into it (a full
   copy per rank: the transformers path is for small models; large ones use vLLM).
-- "vllm": a vLLM engine per rank, loaded from the model directory. After an update the parameters are
-  gathered whole one at a time (`distributed.full_parameters`) and pushed in buckets of at most
-  `SYNC_BUCKET_BYTES`, so no rank ever holds more than one bucket of gathered weights beyond its shard.
+- "vllm": a vLLM engine per rank (in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0 unless set), loaded
+  from the model directory. After an update the parameters are gathered whole one at a time
+  (`distributed.full_parameters`) as the engine's loader consumes them, in one push
+  (VLLMGenerator.sync_weights), so no rank holds more than one gathered parameter beyond its shard.
   On a GPU the engine sleeps (frees its weights and KV cache) while the trainer updates, and wakes to
-  take the new weights and generate (`Engine.sleep` / `Engine.wake`, when the engine has them).
+  take the new weights and generate (VLLMGenerator.sleep / wake; a no-op on CPU).
 """
 from __future__ import annotations
-
-from typing import Iterable, Iterator
 
 import torch
 
 from tasks.generation.hf_backend import HFGenerator
-
-SYNC_BUCKET_BYTES = 1 << 30   # 1 GiB of gathered weights per push: few pushes for an 8B model, bounded memory
 
 
 def resolve_backend(backend: str) -> str:
@@ -32,27 +29,15 @@ def resolve_backend(backend: str) -> str:
     return "vllm" if vllm_available() and torch.cuda.is_available() else "hf"
 
 
-def buckets(named: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Consecutive (name, tensor) pairs grouped into dicts of at most `max_bytes` (a larger tensor alone)."""
-    bucket: dict[str, torch.Tensor] = {}
-    size = 0
-    for name, t in named:
-        n = t.numel() * t.element_size()
-        if bucket and size + n > max_bytes:
-            yield bucket
-            bucket, size = {}, 0
-        bucket[name] = t
-        size += n
-    if bucket:
-        yield bucket
-
-
 def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool):
     """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP)."""
     if backend == "vllm":
+        import os
+
         from tasks.generation.vllm_backend import VLLMGenerator
 
-        return _VLLMRolloutEngine(VLLMGenerator(model_dir))
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # streamed sync, no host copy
+        return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True))
     if sharded:
         import copy
 
@@ -81,7 +66,8 @@ class _PolicyCopyEngine(HFGenerator):
 
 
 class _VLLMRolloutEngine:
-    """A VLLMGenerator fed from the (possibly sharded) policy in buckets, asleep during updates on a GPU."""
+    """A VLLMGenerator fed parameter by parameter from the (possibly sharded) policy, asleep during updates
+    on a GPU."""
 
     def __init__(self, gen) -> None:
         self.gen = gen
@@ -94,18 +80,12 @@ class _VLLMRolloutEngine:
         """Every rank must call it (each gather is a collective)."""
         from tasks.training.distributed import full_parameters
 
-        wake = getattr(self.gen, "wake", None)
-        if wake:
-            wake(("weights",))
-        for bucket in buckets(full_parameters(model), SYNC_BUCKET_BYTES):
-            self.gen.sync_weights(bucket)
-        if wake:
-            wake(("kv_cache",))
+        self.gen.wake(("weights",))
+        self.gen.sync_weights(full_parameters(model))
+        self.gen.wake(("kv_cache",))
 
     def sleep(self) -> None:
-        sleep = getattr(self.gen, "sleep", None)
-        if sleep:
-            sleep()
+        self.gen.sleep()
 
     def close(self) -> None:
         self.gen.close()

