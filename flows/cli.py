@@ -21,8 +21,7 @@ from flows.cli_common import (UserError, check_benchmark, check_model, check_tra
 from tasks.curation.config import CurateConfig
 from tasks.curation.layouts import LAYOUTS
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
-from tasks.grading.rewards import RewardConfig
-from tasks.training.config import RLConfig, SFTConfig
+from tasks.training.config import RL_NESTED, RLConfig, SFTConfig
 from tasks.training.plan import SHAPES
 from tasks.training.rl_presets import RL_PRESETS
 
@@ -256,7 +255,7 @@ def _longest_prompt(model: str, data: str, cfg: RLConfig) -> int | None:
     from tasks.generation.base import chat_prompt
 
     tok = AutoTokenizer.from_pretrained(model)
-    rows, _ = load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
+    rows, _, _ = load_rl_rows(data, tuple(cfg.domains), cfg.selection)
     return max((len(tok(chat_prompt(tok, r["problem"]), add_special_tokens=False)["input_ids"]) for r in rows),
                default=None)
 
@@ -409,7 +408,7 @@ def _check_data(data: str) -> None:
 
 
 @app.command()
-@with_config_options(RLConfig, nested={"reward": RewardConfig})
+@with_config_options(RLConfig, nested=RL_NESTED)
 def rl(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint); with "
@@ -442,7 +441,7 @@ def rl(
         settings = under_preset(settings, chosen.config, given_on_command_line(ctx))
     nproc = nproc if nproc is not None else (chosen.hardware.nproc if chosen else 1)
     _check_nproc(nproc)
-    cfg = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
+    cfg = _checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
     if dry_run:
         _print_rl_plan(model, data, cfg, nproc, gpu_memory, chosen)
         return
@@ -468,7 +467,7 @@ def rl(
 
 
 @app.command()
-@with_config_options(RLConfig, skip=("seed", "eval_benchmark"), nested={"reward": RewardConfig})
+@with_config_options(RLConfig, skip=("seed", "eval_benchmark"), nested=RL_NESTED)
 def ablate(
     model: str = typer.Option(..., "--model", help="HF model directory every run starts from"),
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
@@ -500,7 +499,7 @@ def ablate(
     if not seed_list:
         raise UserError("--seeds: expected at least one seed")
     axes = _vary_axes(vary or [], losses)
-    base = _checked(lambda: build_config(RLConfig, settings, nested={"reward": RewardConfig}))
+    base = _checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
     axes = _checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
     _checked(lambda: [arm_config(base, arm, s) for arm in arms(axes) for s in seed_list])
     check_model(model, max_tokens=base.max_tokens)

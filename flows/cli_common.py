@@ -249,6 +249,6 @@ def check_training_rows(data: str, stage: str, cfg=None) -> None:
         else:
             from tasks.training.rl_data import load_rl_rows
 
-            load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
+            load_rl_rows(data, tuple(cfg.domains), cfg.selection)
     except ValueError as e:
         raise UserError(f"--data {e}") from None

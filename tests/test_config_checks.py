@@ -10,7 +10,7 @@ from tasks.curation.config import CurateConfig
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
 from tasks.generation.sampling import Sampling
 from tasks.grading.rewards import RewardConfig
-from tasks.training.config import RLConfig, SFTConfig
+from tasks.training.config import RLConfig, SelectionConfig, SFTConfig
 
 
 @pytest.mark.parametrize("cls, kw, message", [
@@ -43,7 +43,8 @@ from tasks.training.config import RLConfig, SFTConfig
     (RLConfig, {"strategy": "zero3"}, "strategy (--strategy) must be one of ddp, fsdp"),
     (RLConfig, {"eval_benchmark": "/no/such/bench.jsonl"}, "eval_benchmark (--eval-benchmark) names no existing file"),
     (RLConfig, {"temperature": -0.1}, "temperature (--temperature) must be at least 0.0"),
-    (RLConfig, {"min_pass_rate": 0.6, "max_pass_rate": 0.5}, "max_pass_rate (--max-pass-rate) must be at least 0.6"),
+    (SelectionConfig, {"math_min": 0.6, "math_max": 0.5}, "math_max (--math-max) must be at least 0.6"),
+    (SelectionConfig, {"untagged": "maybe"}, "untagged (--untagged) must be one of exclude, keep"),
     (RewardConfig, {"correct": -1.0, "wrong": 1.0}, "correct (--correct) must be above the wrong-answer reward"),
     (RewardConfig, {"code_mode": "partial"}, "code_mode (--code-mode) must be one of hard, soft"),
 ])

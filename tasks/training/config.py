@@ -9,7 +9,7 @@ from tasks.generation.sampling import Sampling
 from tasks.grading.rewards import RewardConfig
 
 STRATEGIES = ("ddp", "fsdp")        # several processes: replicas, or parameters/grads/optimizer sharded (FSDP2)
-ATTENTIONS = ("auto", "flex", "varlen", "dense")  # packed SFT attention kernels (tasks/training/sft.py)
+ATTENTIONS = ("auto", "flex", "varlen", "dense")  # packed SFT attention kernels (tasks/training/packed_attention.py)
 ROLLOUT_BACKENDS = ("auto", "hf", "vllm")  # auto: vllm when installed and a GPU is present, else hf (the policy
 #                                            itself); vllm: an engine per rank, weights synced in place
 OLD_LOGPROBS = ("auto", "rollout", "recompute")
@@ -67,6 +67,35 @@ class SFTConfig:
         check_choice(self, "attention", ATTENTIONS)
 
 
+UNTAGGED_RULES = ("keep", "exclude")  # RL problems without a pass rate: trained on, or left out
+
+
+@dataclass
+class SelectionConfig:
+    """Which problems RL trains on, by their difficulty tag (pass_rate = correct / graded samples of the
+    tagging model, `klear tag-difficulty`): a problem of a domain is kept when min ≤ pass_rate ≤ max (None:
+    no bound). The paper keeps code problems whose pass rate over 16 samples is ≥ 0.5, and math problems a
+    majority of whose 16 samples pass: both windows start at 0.5. Every problem is counted as kept or
+    excluded with its reason (rl_data.Selection)."""
+    math_min: float | None = 0.5          # paper: a majority of the samples pass
+    math_max: float | None = None         # None: no upper bound (all-correct groups are dropped anyway)
+    code_min: float | None = 0.5          # paper: pass rate ≥ 0.5 over 16 samples
+    code_max: float | None = None         # None: no upper bound
+    untagged: str = "keep"                # problems with no pass rate (untagged data, or every sample an
+    #                                       infra failure): keep (train on them) or exclude
+
+    def __post_init__(self) -> None:
+        from tasks.config_checks import check_choice, check_float
+
+        for domain in ("math", "code"):
+            check_float(self, f"{domain}_min", 0.0, 1.0, optional=True)
+            check_float(self, f"{domain}_max", getattr(self, f"{domain}_min") or 0.0, 1.0, optional=True)
+        check_choice(self, "untagged", UNTAGGED_RULES)
+
+    def window(self, domain: str) -> tuple[float | None, float | None]:
+        return getattr(self, f"{domain}_min", None), getattr(self, f"{domain}_max", None)
+
+
 @dataclass
 class RLConfig(Sampling):
     loss: str = "gppo"                    # policy loss: gppo (the paper's), grpo (clip-higher), cispo
@@ -103,8 +132,7 @@ class RLConfig(Sampling):
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
     domains: tuple[str, ...] = ("math", "code")  # problem domains to train on (comma-separated)
-    min_pass_rate: float | None = None    # with difficulty tags: keep problems whose pass rate is at least this
-    max_pass_rate: float | None = None    # with difficulty tags: ... and at most this (paper: code ≥ 0.5 of 16)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)  # pass-rate windows per domain
 
     def __post_init__(self) -> None:
         """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
@@ -149,5 +177,8 @@ class RLConfig(Sampling):
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
         check_subset(self, "domains", GRADERS)
-        check_float(self, "min_pass_rate", 0.0, 1.0, optional=True)
-        check_float(self, "max_pass_rate", self.min_pass_rate or 0.0, 1.0, optional=True)
+        if isinstance(self.selection, dict):  # from a deployment's or a launcher's JSON
+            self.selection = SelectionConfig(**self.selection)
+
+
+RL_NESTED = {"reward": RewardConfig, "selection": SelectionConfig}  # RLConfig's nested configs (CLI flags, JSON)

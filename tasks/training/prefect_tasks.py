@@ -66,13 +66,18 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                      clip_high=values.get("clip_frac_high", 0.0), **held_out)
 
     result = run_rl(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
-    row = register_checkpoint(out, "rl", model, result["dataset"], {"rl": asdict(config), "data": data}, store)
+    from tasks.training.rl_data import Selection
+
+    selection = Selection(json.loads((Path(out) / "rl_config.json").read_text()).get("selection", {}))
+    get_run_logger().info("RL problems: %s", selection.line())
+    row = register_checkpoint(out, "rl", model, result["dataset"],
+                              {"rl": asdict(config), "data": data, "selection": selection.as_dict()}, store)
     create_image_artifact(image_url=png_data_url(Path(out) / "reward.png"), key="rl-reward-curve",
                           description=f"RL reward ({config.loss}), {result['steps']} steps")
     m = result["metrics"]
     create_markdown_artifact(key="rl-report", markdown=(
         f"# RL checkpoint `{row['id']}` ({config.loss})\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
-        f"- dataset: `{result['dataset']}`\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
+        f"- dataset: `{result['dataset']}`\n- problems: {selection.line()}\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
         f"{m[-1]['reward_mean']:.3f}, accuracy {m[0]['accuracy']:.3f} → {m[-1]['accuracy']:.3f}\n"))
     evals = [r["eval_avg_at_k"] for r in m if "eval_avg_at_k" in r]
     return {"checkpoint": row["id"], "out": out, "steps": result["steps"], "dataset": result["dataset"],

@@ -100,7 +100,9 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True
-    rows, dataset = load_rl_rows(data, tuple(cfg.domains), cfg.min_pass_rate, cfg.max_pass_rate)
+    rows, dataset, selection = load_rl_rows(data, tuple(cfg.domains), cfg.selection)
+    if ctx.is_main:
+        log.info("RL problems of %s: %s", data, selection.line())
     rows, too_long = keep_fitting(rows, tok, getattr(model.config, "max_position_embeddings", None),
                                   cfg.max_tokens, data)
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
@@ -117,7 +119,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     if ctx.is_main:
         (out / "rl_config.json").write_text(json.dumps({
             "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "lr": lr,
-            "prompts": len(rows), "too_long_prompts": too_long, "world_size": ctx.world_size}, indent=2))
+            "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
+            "world_size": ctx.world_size}, indent=2))
     gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
     own_graders = graders is None
     graders = {} if own_graders else graders

@@ -1,6 +1,8 @@
 """RL prompts: canonical problems that can be rewarded (math with an answer, code with tests), from a
-store (its current dataset version) or a canonical file; optional pass-rate window from difficulty tags
-(paper: code pass rate ≥ 0.5 over 16 samples; math: a majority of 16 samples pass).
+store (its current dataset version) or a canonical file, selected by their difficulty tags: per domain a
+pass-rate window (config.SelectionConfig; paper: code pass rate ≥ 0.5 over 16 samples, math a majority of
+16 samples pass), and an explicit rule for problems without a tag. Every problem of the data is counted
+once, as kept or with the reason it was left out (`Selection`).
 
 Problems whose prompt does not fit the model's context minus max_tokens (tasks/generation/base.py) are
 left out before sampling (`keep_fitting`): counted, named in a warning, and never the end of the run
@@ -9,30 +11,80 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
+from dataclasses import dataclass, field
 from functools import lru_cache
 
+from tasks.training.config import SelectionConfig
 from tasks.training.sft_data import read_problems
 
 log = logging.getLogger(__name__)
 
+# why a problem of the data is not trained on (or "kept", "kept_untagged"), in the order they are tested
+REASONS = ("other_domain", "not_rewardable", "below_window", "above_window", "untagged_excluded")
 
-def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"), min_pass_rate: float | None = None,
-                 max_pass_rate: float | None = None) -> tuple[list[dict], str]:
+
+@dataclass
+class Selection:
+    """Per domain, how many problems were kept and why the others were left out (REASONS)."""
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, domain: str, outcome: str) -> None:
+        self.counts.setdefault(domain, Counter())[outcome] += 1
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {d: dict(sorted(c.items())) for d, c in sorted(self.counts.items())}
+
+    def line(self) -> str:
+        """One line for logs and reports: `math: 120 kept (4 untagged), 30 below window; code: ...`."""
+        parts = []
+        for d, c in self.as_dict().items():
+            kept = c.get("kept", 0) + c.get("kept_untagged", 0)
+            items = [f"{kept} kept" + (f" ({c['kept_untagged']} untagged)" if c.get("kept_untagged") else "")]
+            items += [f"{c[r]} {r.replace('_', ' ')}" for r in REASONS if c.get(r)]
+            parts.append(f"{d}: " + ", ".join(items))
+        return "; ".join(parts)
+
+
+def select_problem(row: dict, domains: tuple[str, ...], selection: SelectionConfig) -> str:
+    """"kept", "kept_untagged" or the REASONS entry that leaves `row` out (the module rule)."""
+    domain = row["domain"]
+    if domain not in domains:
+        return "other_domain"
+    if (domain == "math" and row.get("answer") is None) or (domain == "code" and not row.get("tests")):
+        return "not_rewardable"
+    pr = row.get("pass_rate")
+    if pr is None:
+        return "kept_untagged" if selection.untagged == "keep" else "untagged_excluded"
+    low, high = selection.window(domain)
+    if low is not None and pr < low:
+        return "below_window"
+    if high is not None and pr > high:
+        return "above_window"
+    return "kept"
+
+
+def load_rl_rows(data: str, domains: tuple[str, ...] = ("math", "code"),
+                 selection: SelectionConfig | None = None) -> tuple[list[dict], str, Selection]:
+    """The problems RL trains on, the dataset id, and the per-domain counts; ValueError when none is left."""
     rows, dataset = read_problems(data)
-    keep = []
+    keep, counts = select_rows(rows, domains, selection or SelectionConfig(), data)
+    return keep, dataset, counts
+
+
+def select_rows(rows: list[dict], domains: tuple[str, ...], selection: SelectionConfig,
+                data: str = "data") -> tuple[list[dict], Selection]:
+    """The rows `select_problem` keeps, in order, and the counts; ValueError naming `data` if none is left."""
+    keep, counts = [], Selection()
     for r in rows:
-        if r["domain"] not in domains:
-            continue
-        if (r["domain"] == "math" and r.get("answer") is None) or (r["domain"] == "code" and not r.get("tests")):
-            continue
-        pr = r.get("pass_rate")
-        if pr is not None and ((min_pass_rate is not None and pr < min_pass_rate) or
-                               (max_pass_rate is not None and pr > max_pass_rate)):
-            continue
-        keep.append(r)
+        outcome = select_problem(r, domains, selection)
+        counts.add(r["domain"], outcome)
+        if outcome.startswith("kept"):
+            keep.append(r)
     if not keep:
-        raise ValueError(f"{data}: no rewardable problems (math with an answer, code with tests) in {domains}")
-    return keep, dataset
+        raise ValueError(f"{data}: no rewardable problems (math with an answer, code with tests) in "
+                         f"{', '.join(domains)} within the pass-rate windows ({counts.line()})")
+    return keep, counts
 
 
 def keep_fitting(rows: list[dict], tok, context_length: int | None, max_tokens: int,

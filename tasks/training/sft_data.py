@@ -56,7 +56,9 @@ def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tup
     """Canonical rows and their dataset id from a .jsonl/.parquet file ("file:<hash>"), a store directory
     (its current version) or `STORE#VERSION`. A malformed file row (not JSON or UTF-8, a lone surrogate,
     nested too deep, a non-finite answer, ...: tasks.curation.sources and schema) is a ValueError
-    "FILE row N: why"; with `on_bad`, that one line goes to on_bad and the row is skipped instead."""
+    "FILE row N: why"; with `on_bad`, that one line goes to on_bad and the row is skipped instead. A file
+    row keeps its difficulty tag (`pass_rate`, as a store's tagged version has it; RL selects on it) when
+    it has one: a number in [0, 1] or null, else the row is malformed."""
     from storage.keys import hash_file
     from storage.refs import data_ref
     from tasks.curation.schema import Malformed, to_problem
@@ -72,7 +74,7 @@ def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tup
         why = raw.error
         if why is None:
             try:
-                rows.append(to_problem(raw.value, "file").as_row())
+                rows.append({**to_problem(raw.value, "file").as_row(), **_pass_rate(raw.value)})
             except Malformed as e:
                 why = str(e)
             except (RecursionError, UnicodeError) as e:  # a value no reader check foresaw
@@ -82,6 +84,17 @@ def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tup
                 raise ValueError(f"{data} row {raw.row}: {why}")
             on_bad(f"{data} row {raw.row}: {why}")
     return rows, "file:" + hash_file(data)[:16]
+
+
+def _pass_rate(value) -> dict:
+    from tasks.curation.schema import Malformed
+
+    pr = value.get("pass_rate") if isinstance(value, dict) else None
+    if pr is None:
+        return {}
+    if isinstance(pr, bool) or not isinstance(pr, (int, float)) or not 0.0 <= pr <= 1.0:
+        raise Malformed(f"pass_rate must be a number in [0, 1] or null, got {pr!r}"[:160])
+    return {"pass_rate": float(pr)}
 
 
 def load_sft_rows(data: str, on_bad: Callable[[str], None] | None = None) -> SFTRows:

@@ -8,9 +8,9 @@ import typer
 from flows.cli_config_options import build_config, config_parameters, field_comments
 from tasks.config_checks import ConfigError
 from tasks.grading.rewards import RewardConfig
-from tasks.training.config import RLConfig
+from tasks.training.config import RL_NESTED, RLConfig
 
-NESTED = {"reward": RewardConfig}
+NESTED = RL_NESTED
 
 
 def _rl_click_params() -> dict:
@@ -22,7 +22,8 @@ def _rl_click_params() -> dict:
 def test_every_rl_setting_is_a_klear_rl_flag_with_help():
     params = _rl_click_params()
     for f in dataclasses.fields(RLConfig):
-        names = [f"reward_{g.name}" for g in dataclasses.fields(RewardConfig)] if f.name == "reward" else [f.name]
+        names = ([f"{f.name}_{g.name}" for g in dataclasses.fields(NESTED[f.name])] if f.name in NESTED
+                 else [f.name])
         for name in names:
             assert name in params, f"klear rl has no flag for {name}"
             assert params[name].help, f"--{name.replace('_', '-')} has no help"

@@ -8,6 +8,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 def _config(store):
     from tasks.pipeline.config import PipelineConfig
+    from tasks.training.config import SelectionConfig
     from tasks.training.rl import RLConfig
     from tasks.training.sft import SFTConfig
 
@@ -16,7 +17,9 @@ def _config(store):
         sft=SFTConfig(max_steps=4, batch_size=4, micro_batch_size=4, seq_len=256, lr=3e-3),
         difficulty_k=1,
         rl=RLConfig(steps=2, prompts_per_step=2, rollouts_per_prompt=4, mini_batches=1, max_tokens=24,
-                    lr=1e-4, domains=("math",)),
+                    lr=1e-4, domains=("math",),
+                    # k=1 tags are 0 or 1 and a 4-step SFT model solves few: select the unsolved ones
+                    selection=SelectionConfig(math_min=None, math_max=0.5)),
         eval_k=1, eval_max_tokens=24)
 
 
@@ -43,6 +46,14 @@ def test_pipeline_smallest_size(prefect_server, tmp_path, capsys):
     assert [r[0] for r in lineage] == ["base", "rl", "sft"]
     assert lineage[1][1] and lineage[2][1]  # rl and sft checkpoints have parents
     assert {r[2] for r in lineage[1:]} <= {"verify", "difficulty"}
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    (config,) = con.execute("select config from checkpoints where stage = 'rl'").fetchone()
+    con.close()
+    import json
+
+    counts = json.loads(config)["selection"]["math"]  # RL data selected by the difficulty tags, counted
+    assert counts.get("kept", 0) >= 1 and not counts.get("kept_untagged")
+    assert set(counts) <= {"kept", "above_window", "not_rewardable"}
 
     mtimes = {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")}
     s2 = pipeline(_config(store))
