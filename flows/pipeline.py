@@ -70,8 +70,9 @@ def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str])
 
 def planned_stages(config: PipelineConfig) -> int:
     """How many stages `pipeline` reports (for "stage i/n"): [demo-data] curate verify [base-model] sft
-    [tag-difficulty] rl eval-base eval-sft eval-rl."""
-    return 7 + int(config.demo) + int(not config.base_model) + int(bool(config.difficulty_k))
+    [tag-difficulty] rl [rl-code] eval-base eval-sft eval-rl [eval-rl-code]."""
+    return (7 + int(config.demo) + int(not config.base_model) + int(bool(config.difficulty_k))
+            + 2 * int(config.rl_code is not None))
 
 
 @flow(name="pipeline", log_prints=True)
@@ -128,26 +129,31 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
         with stages.stage("tag-difficulty") as st:
             rl_data, st.cached = tag_difficulty_stage(config, store, str(sft_out), dataset)
             st.figure = _difficulty_counts(store, rl_data)
-    rl_out = rl_dir(store, str(sft_out), rl_data, config.rl)
-    with stages.stage("rl") as st:
-        st.cached = finished(rl_out)
-        if not st.cached:
-            train_rl(config, store, str(sft_out), rl_data, rl_out)
-        st.figure = _last_metric(rl_out, "reward_mean", "final reward {:.3f}")
-    log.info("RL checkpoint: %s", rl_out)
+    rl_stages = [("rl", config.rl)] + ([("rl-code", config.rl_code)] if config.rl_code is not None else [])
+    rl_outs, parent = {}, sft_out
+    for name, rl_cfg in rl_stages:  # each stage starts from the one before (content key: its parent)
+        rl_out = rl_dir(store, str(parent), rl_data, rl_cfg)
+        with stages.stage(name) as st:
+            st.cached = finished(rl_out)
+            if not st.cached:
+                train_rl(config, store, str(parent), rl_data, rl_out, rl_cfg, name)
+            st.figure = _last_metric(rl_out, "reward_mean", "final reward {:.3f}")
+        log.info("%s checkpoint: %s", name, rl_out)
+        rl_outs[name], parent = rl_out, rl_out
 
     if config.eval_benchmark not in benchmarks:
         raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
     ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
     bench = shared_path(benchmarks[config.eval_benchmark]) if config.gpu_pool else benchmarks[config.eval_benchmark]
     results = {}
-    for stage, path in (("base", base), ("sft", sft_out), ("rl", rl_out)):
+    for stage, path in (("base", base), ("sft", sft_out), *rl_outs.items()):
         with stages.stage(f"eval-{stage}") as st:
             results[stage], st.cached = evaluate_stage(config, f"eval-{stage}", str(path), bench, ecfg, store)
             st.figure = f"{config.eval_benchmark} avg@{config.eval_k} {results[stage]['avg_at_k']:.3f}"
     summary = {"store": store, "dataset": dataset, "rl_dataset": rl_data, "base": str(base), "sft": str(sft_out),
-               "rl": str(rl_out), "benchmark": config.eval_benchmark, "k": config.eval_k,
-               **{f"{s}_avg_at_k": r["avg_at_k"] for s, r in results.items()}}
+               **{name.replace("-", "_"): str(out) for name, out in rl_outs.items()},
+               "benchmark": config.eval_benchmark, "k": config.eval_k,
+               **{f"{s.replace('-', '_')}_avg_at_k": r["avg_at_k"] for s, r in results.items()}}
     report_pipeline(summary, results)
     return summary
 
@@ -235,15 +241,15 @@ def tag_difficulty_stage(config: PipelineConfig, store: str, model: str, parent:
     return version, found
 
 
-def train_rl(config: PipelineConfig, store: str, sft: str, dataset: str, out: Path) -> None:
+def train_rl(config: PipelineConfig, store: str, parent: str, dataset: str, out: Path, rl_cfg, stage: str) -> None:
     data = str(DatasetRef(store, dataset))
     if not config.gpu_pool:
-        rl_train_task(sft, data, str(out), config.rl, True, store, config.rl_nproc)
+        rl_train_task(parent, data, str(out), rl_cfg, True, store, config.rl_nproc)
         return
-    run_stage_deployment(config, "rl", "rl", {"model": sft, "data": data, "out": str(out),
-                                              "config": asdict(config.rl), "resume": True, "store": store,
-                                              "nproc": config.rl_nproc})
-    _require_output(finished(out), "rl", f"a finished checkpoint in {out}", store)
+    run_stage_deployment(config, stage, "rl", {"model": parent, "data": data, "out": str(out),
+                                               "config": asdict(rl_cfg), "resume": True, "store": store,
+                                               "nproc": config.rl_nproc})
+    _require_output(finished(out), stage, f"a finished checkpoint in {out}", store)
 
 
 def evaluate_stage(config: PipelineConfig, stage: str, model: str, bench_path: str, cfg: EvalConfig,

@@ -53,6 +53,10 @@ class PipelineConfig:
     rl: RLConfig = field(default_factory=_demo_rl)
     rl_nproc: int = 1                             # >1: RL as a torchrun subprocess over that many GPUs/ranks
     #   (rl.strategy "ddp" or "fsdp"); not part of the RL stage's content key
+    rl_code: RLConfig | None = None               # a second RL stage from the first's checkpoint (the paper:
+    #   math RL, then code RL with its own lr, mini-batches, domains and pass-rate window), evaluated too;
+    #   None: one stage. The demo keeps one (math): a tiny model's code rewards are all wrong answers, so
+    #   every code group has zero variance and a code stage would train nothing
     eval_k: int = 4
     eval_max_tokens: int = 160
     gpu_pool: bool = False                        # SFT, tags, RL, evals as deployment runs (klear-gpu pool)

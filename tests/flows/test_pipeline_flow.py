@@ -1,5 +1,6 @@
 """The end-to-end pipeline at the smallest size under a real Prefect server: every stage runs, the
-catalog holds the lineage, and a second run recomputes nothing."""
+catalog holds the lineage, a second run recomputes nothing, a changed setting reruns only the stages
+after it; and the paper's two RL stages (math, then code from its checkpoint)."""
 import duckdb
 import pytest
 
@@ -63,10 +64,49 @@ def test_pipeline_smallest_size(prefect_server, tmp_path, capsys):
     assert [fig for *_, fig in again] == [fig for *_, fig in first]
     assert {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")} == mtimes
 
+    import dataclasses  # a verify (curation) setting: the dataset changes, so every stage after it reruns
 
-def _stage_ends(err: str) -> list[tuple[str, str, str]]:
+    pipeline(dataclasses.replace(_config(store), min_tests=17))
+    third = {name: how for name, how, _ in _stage_ends(capsys.readouterr().err)}
+    assert {n for n, how in third.items() if how == "cached"} == {"curate", "base-model", "eval-base"}
+    assert {n for n, how in third.items() if how == "computed"} == {"verify", "sft", "tag-difficulty", "rl",
+                                                                     "eval-sft", "eval-rl"}
+
+
+def test_pipeline_two_rl_stages(prefect_server, tmp_path, capsys):
+    """The paper's two RL stages: math RL from SFT, then code RL from the math checkpoint with its own
+    settings (domain, lr, window), each content-addressed and evaluated; changing only the code stage's
+    settings reruns that stage and its evaluation, nothing before it."""
+    import dataclasses
+
+    from flows.pipeline import pipeline
+    from tasks.training.config import SelectionConfig
+
+    store = tmp_path / "store"
+    code = dataclasses.replace(_config(store).rl, domains=("code",), lr=5e-5,
+                               selection=SelectionConfig(code_min=None, code_max=0.5))
+    two = dataclasses.replace(_config(store), rl_code=code)
+    s1 = pipeline(two)
+    ends = _stage_ends(capsys.readouterr().err, total=12)
+    assert [n for n, *_ in ends][-6:] == ["rl", "rl-code", "eval-base", "eval-sft", "eval-rl", "eval-rl-code"]
+    assert 0.0 <= s1["rl_code_avg_at_k"] <= 1.0 and s1["rl_code"] != s1["rl"]
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    rows = con.execute("select id, stage, parent, config from checkpoints where stage = 'rl'").fetchall()
+    con.close()
+    import json
+
+    by_domains = {tuple(json.loads(c)["rl"]["domains"]): (i, p) for i, _, p, c in rows}
+    assert by_domains[("code",)][1] == by_domains[("math",)][0]  # the code stage's parent is the math stage
+
+    s2 = pipeline(dataclasses.replace(two, rl_code=dataclasses.replace(code, lr=4e-5)))
+    again = {n: how for n, how, _ in _stage_ends(capsys.readouterr().err, total=12)}
+    assert {n for n, how in again.items() if how == "computed"} == {"rl-code", "eval-rl-code"}
+    assert s2["rl"] == s1["rl"] and s2["rl_code"] != s1["rl_code"]
+
+
+def _stage_ends(err: str, total: int = 10) -> list[tuple[str, str, str]]:
     """(stage, cached|computed|done, figure) from the pipeline's "stage i/n NAME: HOW in S.Ss, FIGURE" lines."""
     import re
 
-    return [(m[1], m[2], m[3]) for m in re.finditer(r"^stage \d+/10 (\S+): (cached|computed|done) in [\d.]+s(?:, (.*))?$",
+    return [(m[1], m[2], m[3]) for m in re.finditer(rf"^stage \d+/{total} (\S+): (cached|computed|done) in [\d.]+s(?:, (.*))?$",
                                                     err, re.M)]
