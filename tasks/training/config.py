@@ -38,6 +38,9 @@ class SFTConfig:
     attention: str = "auto"               # packed attention, never an L×L mask: flex (FlexAttention, document
     #   BlockMask; CUDA only: no backward on CPU), varlen (causal SDPA per document; CPU/GPU), dense (the
     #   [B,1,L,L] mask: the reference, 1 GiB a sequence at 32K); auto: flex on a GPU, varlen on CPU
+    responses: str = "all"                # teacher responses trained on: all, correct (graded correct), or
+    #   by_difficulty (the paper's finding: every response on hard/unsolved problems, correct ones on easy/
+    #   medium; needs difficulty tags); off by default (tasks/training/sft_responses.py)
 
     def __post_init__(self) -> None:
         """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
@@ -65,6 +68,9 @@ class SFTConfig:
         check_int(self, "keep_checkpoints", 1)
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "attention", ATTENTIONS)
+        from tasks.training.sft_responses import RESPONSE_RULES
+
+        check_choice(self, "responses", RESPONSE_RULES)
 
 
 UNTAGGED_RULES = ("keep", "exclude")  # RL problems without a pass rate: trained on, or left out

@@ -36,6 +36,7 @@ from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
+from tasks.training.sft_responses import select_responses
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,12 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     rows = load_sft_rows(data)
     if not rows.rows:
         raise ValueError(f"{data}: no rows with a response to train on")
-    examples = tokenize_examples(rows.rows, tok)
+    trained, response_counts = select_responses(rows.rows, cfg.responses)
+    if not trained:
+        raise ValueError(f"{data}: no response left to train on under responses={cfg.responses} ({response_counts})")
+    if cfg.responses != "all" and ctx.is_main:
+        _say(f"sft: responses {cfg.responses}: {', '.join(f'{k} {v}' for k, v in response_counts.items())}")
+    examples = tokenize_examples(trained, tok)
     pad = tok.pad_token_id
     packs_per_epoch = [len(pack_examples(examples, cfg.seq_len, pad, cfg.seed, e)[0]) for e in range(cfg.epochs)]
     cfg, auto_note = resolve_batch_size(cfg, packs_per_epoch, len(examples))
@@ -166,8 +172,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
             "model": str(model_dir), "data": str(data), "dataset": rows.dataset, "config": asdict(cfg),
-            "lr": lr, "total_steps": total, "examples": len(examples), "world_size": ctx.world_size,
-            "batch_size": cfg.batch_size, "batch_size_auto": auto_note}, indent=2))
+            "lr": lr, "total_steps": total, "examples": len(examples), "responses": response_counts,
+            "world_size": ctx.world_size, "batch_size": cfg.batch_size, "batch_size_auto": auto_note}, indent=2))
 
     losses: list[float] = []
     truncated = 0

@@ -57,8 +57,9 @@ def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tup
     (its current version) or `STORE#VERSION`. A malformed file row (not JSON or UTF-8, a lone surrogate,
     nested too deep, a non-finite answer, ...: tasks.curation.sources and schema) is a ValueError
     "FILE row N: why"; with `on_bad`, that one line goes to on_bad and the row is skipped instead. A file
-    row keeps its difficulty tag (`pass_rate`, as a store's tagged version has it; RL selects on it) when
-    it has one: a number in [0, 1] or null, else the row is malformed."""
+    row keeps its difficulty tags (`pass_rate` in [0, 1], `difficulty` one of DIFFICULTIES, as a store's
+    tagged version has them; RL selects on the first, SFT's response rule reads the second) when it has
+    them; any other value makes the row malformed."""
     from storage.keys import hash_file
     from storage.refs import data_ref
     from tasks.curation.schema import Malformed, to_problem
@@ -86,15 +87,26 @@ def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tup
     return rows, "file:" + hash_file(data)[:16]
 
 
+DIFFICULTIES = ("easy", "medium", "hard", "unsolved", "unknown")  # tasks/evaluation/difficulty.py's tags
+
+
 def _pass_rate(value) -> dict:
+    """A file row's difficulty tag fields that training reads (pass_rate for RL selection, difficulty for
+    SFT's response rule), checked."""
     from tasks.curation.schema import Malformed
 
+    out = {}
     pr = value.get("pass_rate") if isinstance(value, dict) else None
-    if pr is None:
-        return {}
-    if isinstance(pr, bool) or not isinstance(pr, (int, float)) or not 0.0 <= pr <= 1.0:
-        raise Malformed(f"pass_rate must be a number in [0, 1] or null, got {pr!r}"[:160])
-    return {"pass_rate": float(pr)}
+    if pr is not None:
+        if isinstance(pr, bool) or not isinstance(pr, (int, float)) or not 0.0 <= pr <= 1.0:
+            raise Malformed(f"pass_rate must be a number in [0, 1] or null, got {pr!r}"[:160])
+        out["pass_rate"] = float(pr)
+    tag = value.get("difficulty") if isinstance(value, dict) else None
+    if tag is not None:
+        if tag not in DIFFICULTIES:
+            raise Malformed(f"difficulty must be one of {', '.join(DIFFICULTIES)} or null, got {tag!r}"[:160])
+        out["difficulty"] = tag
+    return out
 
 
 def load_sft_rows(data: str, on_bad: Callable[[str], None] | None = None) -> SFTRows:
