@@ -514,11 +514,15 @@ def ablate(
     table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
                      config=base, store=store, nproc=nproc)
     t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
-    for col in ("arm", "final avg@k", "best avg@k"):
+    for col in ("arm", "final avg@k", "best avg@k", "low-clip tokens", "high-clip tokens", "entropy"):
         t.add_column(col)
+
+    def fig(value, ci=None, fmt=".3f"):
+        return "—" if value is None else f"{value:{fmt}}" + (f" ± {ci:.3f}" if ci is not None else "")
+
     for r in table:
-        ci = f" ± {r['final_ci95']:.3f}" if r["final_ci95"] is not None else ""
-        t.add_row(r["arm"], f"{r['final_avg_at_k']:.3f}{ci}", f"{r['best_avg_at_k']:.3f}")
+        t.add_row(r["arm"], fig(r["final_avg_at_k"], r["final_ci95"]), fig(r["best_avg_at_k"], r["best_ci95"]),
+                  fig(r["clip_frac_low"], fmt=".4f"), fig(r["clip_frac_high"], fmt=".4f"), fig(r["entropy"]))
     console.print(t)
 
 

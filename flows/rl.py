@@ -1,21 +1,23 @@
 """The `rl` flow (GPPO by default) and the `ablate` flow (any RL settings × seeds on the same data)."""
 from __future__ import annotations
 
+import tempfile
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_image_artifact, create_table_artifact
 
 from storage.checkpoints import checkpoint_id
 from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
-from tasks.training.ablation import arm_config, arms, label, summarize
+from tasks.training.ablation import arm_config, arms, label, summarize, training_figures
+from tasks.training.metrics import plot_arms
 from tasks.training.metrics import read_metrics
-from tasks.training.prefect_tasks import rl_train_task
+from tasks.training.prefect_tasks import png_data_url, rl_train_task
 from tasks.training.rl import RLConfig
 
 
@@ -43,13 +45,20 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     ablation = short_id("ab", hash_json({"model": checkpoint_id(model), "data": data_key(data),
                                          "benchmark": benchmark, "vary": vary, "seeds": seeds,
                                          "config": asdict(cfg)}))
-    runs = []
+    runs, curves = [], {}
     for arm, seed, run_cfg in plan:
         run_out = run_dir(out, model, data, run_cfg)
         res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store, nproc)
+        metrics = read_metrics(run_out)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
-                     **res})
+                     **res, **training_figures(metrics)})
+        curves.setdefault(label(arm), []).append(metrics)
     table = summarize(runs)
+    chart = plot_arms(curves, ("entropy", "clip_frac_high", "eval_avg_at_k"),
+                      Path(tempfile.mkdtemp()) / "ablation.png", f"Ablation {ablation} (mean over seeds)")
+    create_image_artifact(image_url=png_data_url(chart), key="ablation-chart",
+                          description="per arm, mean over seeds: token entropy, high-clip token fraction and "
+                                      "held-out avg@k by step")
     create_table_artifact(key="ablation-table", table=table,
                           description=f"Ablation {ablation}: held-out avg@{cfg.eval_k}, mean (95% interval) over "
                                       f"seeds {seeds}")

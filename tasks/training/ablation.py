@@ -104,16 +104,36 @@ def arm_config(base: RLConfig, arm: dict[str, Any], seed: int) -> RLConfig:
         raise ConfigError(next(iter(arm), "vary"), f"is not an RL setting ({e})") from None
 
 
+TRAINING_FIGURES = ("clip_frac_low", "clip_frac_high", "entropy")  # per-step metrics averaged per run
+
+
+def training_figures(metrics: list[dict]) -> dict[str, float | None]:
+    """A run's mean over its steps of each TRAINING_FIGURES metric (token fractions in the low / high clip
+    region, token entropy), over the steps that trained (trained_rollouts > 0); None when none did."""
+    trained = [m for m in metrics if m.get("trained_rollouts", 1) > 0]
+    return {k: statistics.fmean(m[k] for m in trained) if trained else None for k in TRAINING_FIGURES}
+
+
+def mean_ci95(values: list[float]) -> tuple[float | None, float | None]:
+    """(mean, half-width of its 95% t interval): (None, None) without values, (mean, None) with one."""
+    if not values:
+        return None, None
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+    return statistics.fmean(values), half
+
+
 def summarize(runs: list[dict]) -> list[dict]:
-    """One row per arm (in first-seen order): seeds, mean final / best avg@k, the final's 95% interval."""
+    """One row per arm (in first-seen order): seeds, mean final / best avg@k each with its 95% interval, and
+    the mean over seeds of each run's TRAINING_FIGURES (when the runs carry them)."""
     table = []
     for arm in dict.fromkeys(r["arm"] for r in runs):
         mine = [r for r in runs if r["arm"] == arm]
-        finals = [r["final_avg_at_k"] for r in mine if r["final_avg_at_k"] is not None]
-        bests = [r["best_avg_at_k"] for r in mine if r["best_avg_at_k"] is not None]
-        mean = statistics.fmean(finals) if finals else None
-        half = (t975(len(finals) - 1) * statistics.stdev(finals) / math.sqrt(len(finals))
-                if len(finals) > 1 else None)
-        table.append({"arm": arm, "seeds": len(mine), "final_avg_at_k": mean, "final_ci95": half,
-                      "best_avg_at_k": statistics.fmean(bests) if bests else None})
+        final, final_ci = mean_ci95([r["final_avg_at_k"] for r in mine if r["final_avg_at_k"] is not None])
+        best, best_ci = mean_ci95([r["best_avg_at_k"] for r in mine if r["best_avg_at_k"] is not None])
+        row = {"arm": arm, "seeds": len(mine), "final_avg_at_k": final, "final_ci95": final_ci,
+               "best_avg_at_k": best, "best_ci95": best_ci}
+        for k in TRAINING_FIGURES:
+            values = [r[k] for r in mine if r.get(k) is not None]
+            row[k] = statistics.fmean(values) if values else None
+        table.append(row)
     return table

@@ -2,7 +2,7 @@
 import pytest
 
 from tasks.config_checks import ConfigError
-from tasks.training.ablation import arm_config, arms, label, parse_value, summarize, t975
+from tasks.training.ablation import arm_config, arms, label, parse_value, summarize, t975, training_figures
 from tasks.training.config import RLConfig
 
 
@@ -53,6 +53,29 @@ def test_summary_mean_and_95_interval_per_arm():
     assert a["final_avg_at_k"] == pytest.approx(0.4) and a["best_avg_at_k"] == pytest.approx(0.5)
     assert a["final_ci95"] == pytest.approx(4.303 * 0.2 / 3 ** 0.5)   # t(0.975, 2) · s / √n, s = 0.2
     assert b["final_ci95"] is None                                     # one seed: no interval
+    assert a["best_ci95"] == pytest.approx(a["final_ci95"]) and a["entropy"] is None  # no figures in the runs
+
+
+def test_training_figures_average_the_steps_that_trained_then_the_seeds():
+    steps = [{"step": 1, "trained_rollouts": 8, "clip_frac_low": 0.1, "clip_frac_high": 0.3, "entropy": 2.0},
+             {"step": 2, "trained_rollouts": 0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0},
+             {"step": 3, "trained_rollouts": 4, "clip_frac_low": 0.3, "clip_frac_high": 0.1, "entropy": 1.0}]
+    figs = training_figures(steps)
+    assert figs == pytest.approx({"clip_frac_low": 0.2, "clip_frac_high": 0.2, "entropy": 1.5})
+    assert training_figures([steps[1]]) == {"clip_frac_low": None, "clip_frac_high": None, "entropy": None}
+    runs = [{"arm": "a", "final_avg_at_k": 0.5, "best_avg_at_k": 0.5, **figs},
+            {"arm": "a", "final_avg_at_k": 0.5, "best_avg_at_k": 0.5, "clip_frac_low": 0.4, "clip_frac_high": 0.0,
+             "entropy": 0.5}]
+    (row,) = summarize(runs)
+    assert (row["clip_frac_low"], row["clip_frac_high"], row["entropy"]) == pytest.approx((0.3, 0.1, 1.0))
+
+
+def test_plot_arms_writes_one_panel_per_metric(tmp_path):
+    from tasks.training.metrics import plot_arms
+
+    runs = [[{"step": s, "entropy": 1.0 / s} for s in (1, 2, 3)], [{"step": s, "entropy": 2.0 / s} for s in (1, 2)]]
+    out = plot_arms({"gppo": runs}, ("entropy",), tmp_path / "c.png", "t")
+    assert out.stat().st_size > 1000
 
 
 def test_t_quantiles_are_never_narrower_than_the_true_ones():
