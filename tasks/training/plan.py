@@ -10,7 +10,10 @@ Per GPU, for the trainer (fp32 master weights, bf16 autocast, AdamW), with P par
                            and o-projection outputs; SwiGLU gate, up, act(gate) and product), h = hidden,
                            kv = kv_heads·head_dim, I = intermediate; with gradient checkpointing only each
                            layer's input (h) is kept, plus one layer's full set while it is recomputed
-    logits                 T·V fp32 log-probabilities and their gradient: 8·T·V bytes (V = vocabulary)
+    logits                 response positions only (rl_update.logprobs keeps logits from the first scored
+                           position), in bf16 with their gradient: 4·R·V bytes, R = micro-batch · max_tokens,
+                           V = vocabulary; plus one block of LOGPROB_BLOCK tokens rebuilt in fp32 with its
+                           gradient during backward: 8·min(LOGPROB_BLOCK, max_tokens)·V
 
 For a colocated vLLM engine on the same GPU (one per rank, or per tensor-parallel group of `tp` ranks):
 
@@ -162,7 +165,11 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
              ("AdamW moments (fp32)", 8 * p / share)]
     if hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("fsdp gathered blocks (fp32)", 2 * 4 * shape.block_params))
-    lines += [("activations (bf16)", activations), ("logits + grad (fp32)", 8 * tokens * shape.vocab)]
+    from tasks.training.rl_update import LOGPROB_BLOCK
+
+    scored = work.micro_batch_size * work.max_tokens
+    lines += [("activations (bf16)", activations), ("logits + grad (bf16)", 4 * scored * shape.vocab),
+              ("log-prob block (fp32)", 8 * min(LOGPROB_BLOCK, work.max_tokens) * shape.vocab)]
     if not hw.engine and hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("rollout copy of the policy (fp32)", 4 * p))
     lines = [(what, b / GIB) for what, b in lines]
@@ -176,7 +183,8 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
     refusal = None
     if peak > gpu:
-        biggest = max(lines + [("engine", engine)], key=lambda x: x[1])
+        awake = [("engine", engine)] if hw.engine and (not hw.engine_sleeps or engine >= trainer) else []
+        biggest = max(lines + awake, key=lambda x: x[1])  # a sleeping engine is not part of the trainer peak
         refusal = (f"needs {peak:.1f} GiB per GPU, more than {gpu:g} GiB (largest: {biggest[0]} "
                    f"{biggest[1]:.1f} GiB); try {_remedies(work, hw)}")
     elif hw.engine and concurrent < 1:

@@ -34,7 +34,7 @@ PAPER_MATH: dict = {
     "rollouts_per_prompt": 8,        # 8 sampled responses per prompt
     "mini_batches": 8,               # math mini-batches of 16 prompts: 128/16 = 8 optimizer steps per batch
     "micro_batch_size": 1,           # not in the paper: one rollout runs to 36K tokens, and the plan of 8
-    #                                  80 GiB GPUs (fsdp, checkpointing) fits one such rollout per pass, not 2
+    #                                  80 GiB GPUs (fsdp, checkpointing) fits one such rollout per pass: 2 need 89.6 GiB
     "lr": 1e-6,                      # math-stage learning rate, held constant after warm-up
     "warmup_steps": 10,              # 10 warm-up steps
     "weight_decay": 0.1,             # AdamW weight decay 0.1

@@ -255,24 +255,50 @@ def _behaviour_logprobs(policy, minis: list, plans: list[_RankPlan], device, fro
     return out
 
 
+LOGPROB_BLOCK = 4096  # response tokens whose fp32 log-softmax exists at once (8·4096·V bytes: 5 GB at V = 152K)
+
+
 def logprobs(model, chunk: list, device) -> tuple[torch.Tensor, torch.Tensor, float]:
     """log π(response tokens) for a chunk of (rollout, advantage): a (B, T_resp) right-padded tensor, its
-    mask, and the mean token entropy (a diagnostic; no gradient). Prompt tokens are not scored."""
+    mask, and the mean token entropy (a diagnostic; no gradient). Prompt tokens are not scored.
+
+    Memory: the model computes logits only from the first position that scores a response token
+    (`logits_to_keep`), in its own dtype (bf16 under autocast); log-probs are taken in fp32 as
+    logit[y] − logsumexp(logits) in blocks of LOGPROB_BLOCK tokens under activation checkpointing
+    (`token_logprobs`), so no fp32 copy of the [B, T, V] logits is kept for backward: one block's is
+    rebuilt at a time (the entropy diagnostic is summed block by block too)."""
     seqs = [r.prompt_ids + r.response_ids for r, _ in chunk]
     width = max(map(len, seqs))
+    first = min(len(r.prompt_ids) for r, _ in chunk) - 1  # position of the first scored logit
     ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
     attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
-    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=width - first).logits
     t_resp = max(len(r.response_ids) for r, _ in chunk)
-    out = torch.zeros(len(chunk), t_resp, device=device)
-    mask = torch.zeros(len(chunk), t_resp, device=device)
-    ent_sum, n = 0.0, 0
+    rows, ent_sum, n = [], 0.0, 0
     for i, (r, _) in enumerate(chunk):
         p, t = len(r.prompt_ids), len(r.response_ids)
-        lg = torch.log_softmax(logits[i, p - 1:p - 1 + t], dim=-1)
-        out[i, :t] = lg.gather(-1, torch.tensor(r.response_ids, device=device)[:, None]).squeeze(-1)
-        mask[i, :t] = 1
-        with torch.no_grad():
-            ent_sum += float(-(lg.exp() * lg).sum())
+        lg = logits[i, p - 1 - first:p - 1 - first + t]
+        y = torch.tensor(r.response_ids, device=device)
+        parts = []
+        for s in range(0, t, LOGPROB_BLOCK):
+            block, ys = lg[s:s + LOGPROB_BLOCK], y[s:s + LOGPROB_BLOCK]
+            if block.requires_grad:
+                from torch.utils.checkpoint import checkpoint
+
+                parts.append(checkpoint(token_logprobs, block, ys, use_reentrant=False))
+            else:
+                parts.append(token_logprobs(block, ys))
+            with torch.no_grad():
+                full = torch.log_softmax(block.detach().float(), dim=-1)
+                ent_sum += float(-(full.exp() * full).sum())
+        rows.append(torch.nn.functional.pad(torch.cat(parts), (0, t_resp - t)))
         n += t
-    return out, mask, ent_sum / max(1, n)
+    mask = torch.tensor([[1.0] * len(r.response_ids) + [0.0] * (t_resp - len(r.response_ids)) for r, _ in chunk],
+                        device=device)
+    return torch.stack(rows), mask, ent_sum / max(1, n)
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[token] per row, in fp32: logit[token] − logsumexp(logits)."""
+    logits = logits.float()
+    return logits.gather(-1, tokens[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)

@@ -51,7 +51,7 @@ def test_the_paper_run_fits_eight_80gb_gpus_with_fsdp_and_a_sleeping_engine():
 @pytest.mark.parametrize("hw, largest", [
     (Hardware(nproc=8, strategy="ddp"), "AdamW moments"),
     (Hardware(nproc=8, strategy="fsdp", gradient_checkpointing=False), "activations"),
-    (Hardware(nproc=8, strategy="fsdp", engine_sleeps=False), "logits"),
+    (Hardware(nproc=8, strategy="fsdp", engine_sleeps=False), "engine"),
 ])
 def test_a_plan_that_cannot_fit_is_refused_naming_its_largest_term(hw, largest):
     plan = plan_rl(QWEN3_8B, PAPER, hw)

@@ -123,3 +123,35 @@ def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
         assert values["loss"] == pytest.approx(one_values["loss"], rel=1e-5)
         assert values["clip_frac_high"] == pytest.approx(one_values["clip_frac_high"], abs=1e-6)
         assert 1.0 <= values["rank_token_imbalance"] < 1.2
+
+
+def test_blocked_logprobs_equal_the_full_log_softmax_and_its_gradient(tiny, monkeypatch):
+    """logprobs keeps only response logits and takes log-probs in checkpointed blocks: the values and the
+    gradient equal a plain log_softmax over the full logits (any block size)."""
+    from tasks.training import rl_update
+
+    rs = _rollouts(tiny.config.vocab_size, [[1.0, 0.0, 1.0], [0.0, 1.0]])
+    chunk = [(r, 0.0) for r in rs]
+
+    def plain():
+        seqs = [r.prompt_ids + r.response_ids for r in rs]
+        width = max(map(len, seqs))
+        ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
+        attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+        lg = tiny(input_ids=ids, attention_mask=attn).logits.float()
+        rows = [torch.log_softmax(lg[i, len(r.prompt_ids) - 1:len(r.prompt_ids) - 1 + len(r.response_ids)], -1)
+                .gather(-1, torch.tensor(r.response_ids)[:, None]).squeeze(-1) for i, r in enumerate(rs)]
+        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+
+    def grad_of(fn):
+        tiny.zero_grad()
+        out = fn()
+        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        return out.detach(), {n: p.grad.clone() for n, p in tiny.named_parameters()}
+
+    ref, ref_grad = grad_of(plain)
+    for block in (3, 4096):
+        monkeypatch.setattr(rl_update, "LOGPROB_BLOCK", block)
+        out, grads = grad_of(lambda: logprobs(tiny, chunk, CPU)[0])
+        assert (out - ref).abs().max() < 1e-5
+        assert max((grads[n] - ref_grad[n]).abs().max().item() for n in grads) < 1e-5
