@@ -24,10 +24,17 @@ def _config(store):
         eval_k=1, eval_max_tokens=24)
 
 
-def test_pipeline_smallest_size(prefect_server, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory):
+    """One store for the module: the two-stage test finds the first test's stages cached (when it runs
+    after it) and trains only its code stage."""
+    return tmp_path_factory.mktemp("pipeline") / "store"
+
+
+def test_pipeline_smallest_size(prefect_server, small_store, capsys):
     from flows.pipeline import pipeline
 
-    store = tmp_path / "store"
+    store = small_store
     s1 = pipeline(_config(store))
     first = _stage_ends(capsys.readouterr().err)
     assert [(name, how) for name, how, _ in first] == [
@@ -73,7 +80,7 @@ def test_pipeline_smallest_size(prefect_server, tmp_path, capsys):
                                                                      "eval-sft", "eval-rl"}
 
 
-def test_pipeline_two_rl_stages(prefect_server, tmp_path, capsys):
+def test_pipeline_two_rl_stages(prefect_server, small_store, capsys):
     """The paper's two RL stages: math RL from SFT, then code RL from the math checkpoint with its own
     settings (domain, lr, window), each content-addressed and evaluated; changing only the code stage's
     settings reruns that stage and its evaluation, nothing before it."""
@@ -82,7 +89,7 @@ def test_pipeline_two_rl_stages(prefect_server, tmp_path, capsys):
     from flows.pipeline import pipeline
     from tasks.training.config import SelectionConfig
 
-    store = tmp_path / "store"
+    store = small_store
     code = dataclasses.replace(_config(store).rl, domains=("code",), lr=5e-5,
                                selection=SelectionConfig(code_min=None, code_max=0.5))
     two = dataclasses.replace(_config(store), rl_code=code)
@@ -91,12 +98,11 @@ def test_pipeline_two_rl_stages(prefect_server, tmp_path, capsys):
     assert [n for n, *_ in ends][-6:] == ["rl", "rl-code", "eval-base", "eval-sft", "eval-rl", "eval-rl-code"]
     assert 0.0 <= s1["rl_code_avg_at_k"] <= 1.0 and s1["rl_code"] != s1["rl"]
     con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
-    rows = con.execute("select id, stage, parent, config from checkpoints where stage = 'rl'").fetchall()
-    con.close()
-    import json
+    from storage.checkpoints import checkpoint_id
 
-    by_domains = {tuple(json.loads(c)["rl"]["domains"]): (i, p) for i, _, p, c in rows}
-    assert by_domains[("code",)][1] == by_domains[("math",)][0]  # the code stage's parent is the math stage
+    (parent,) = con.execute("select parent from checkpoints where id = ?", [checkpoint_id(s1["rl_code"])]).fetchone()
+    con.close()
+    assert parent == checkpoint_id(s1["rl"])  # the code stage's parent is the math stage
 
     s2 = pipeline(dataclasses.replace(two, rl_code=dataclasses.replace(code, lr=4e-5)))
     again = {n: how for n, how, _ in _stage_ends(capsys.readouterr().err, total=12)}
