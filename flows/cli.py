@@ -261,8 +261,11 @@ def _longest_prompt(model: str, data: str, cfg: RLConfig) -> int | None:
 
 
 def _check_nproc(nproc: int) -> None:
-    if nproc < 1:
-        raise UserError(f"--nproc must be at least 1 (got {nproc})")
+    """One rule for every command's --nproc: at least 1, at most one process per visible GPU."""
+    from tasks.generation.parallel import nproc_problem
+
+    if why := nproc_problem(nproc):
+        raise UserError(f"--nproc {why}")
 
 
 def _check_model_dir(flag: str, path: str) -> None:
@@ -317,10 +320,8 @@ def eval_(
     import json
 
     from tasks.evaluation.evaluate import load_benchmark
-    from tasks.generation.parallel import nproc_problem
 
-    if why := nproc_problem(nproc):
-        raise UserError(f"--nproc {why}")
+    _check_nproc(nproc)
     _check_model_dir("--model", model)
     benches = parse_pairs(benchmark, "--benchmark")
     for name, path in benches.items():
@@ -354,10 +355,8 @@ def tag_difficulty(
 ) -> None:
     """Tag every problem of the current dataset with the model's pass rate and a difficulty."""
     from storage.store import Store
-    from tasks.generation.parallel import nproc_problem
 
-    if why := nproc_problem(nproc):
-        raise UserError(f"--nproc {why}")
+    _check_nproc(nproc)
     _check_model_dir("--model", model)
     root = store_root(store)
     if Store(root).current_version() is None:

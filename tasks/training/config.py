@@ -183,7 +183,9 @@ class RLConfig(Sampling):
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
         check_subset(self, "domains", GRADERS)
-        if isinstance(self.selection, dict):  # from a deployment's or a launcher's JSON
+        if isinstance(self.reward, dict):  # nested configs from JSON (a deployment's, the torchrun launcher's)
+            self.reward = RewardConfig(**self.reward)
+        if isinstance(self.selection, dict):
             self.selection = SelectionConfig(**self.selection)
 
 

@@ -26,11 +26,8 @@ def torchrun_command(nproc: int, model: str, data: str, out: str, cfg: SFTConfig
 
 
 def config_from_json(text: str) -> RLConfig:
-    """The RLConfig that `json.dumps(asdict(cfg))` wrote (its nested RewardConfig rebuilt)."""
-    from tasks.grading.rewards import RewardConfig
-
-    d = json.loads(text)
-    return RLConfig(**{**d, "reward": RewardConfig(**d["reward"])})
+    """The RLConfig that `json.dumps(asdict(cfg))` wrote (RLConfig rebuilds its nested configs)."""
+    return RLConfig(**json.loads(text))
 
 
 def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False, nproc: int = 1,
