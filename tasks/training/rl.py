@@ -87,8 +87,6 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from tasks.evaluation.evaluate import grade_samples
-
     hf_logging.disable_progress_bar()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -128,8 +126,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     try:
         while step < cfg.steps:
             t0 = time.perf_counter()
-            rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders, grade_samples)
-            getattr(gen, "sleep", lambda: None)()  # a GPU engine frees its memory for the update
+            rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
+            gen.sleep()  # a GPU engine frees its memory for the update
             t_gen = time.perf_counter() - t0
             rollouts = [r for share in dist_utils.all_gather_objects(rollouts, ctx) for r in share]
             rollouts.sort(key=lambda r: r.group)  # stable: each group keeps its sampling order
@@ -156,7 +154,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     finally:
         if report is not None:
             report.close()
-        getattr(gen, "close", lambda: None)()
+        gen.close()
         if own_graders:
             for g in graders.values():
                 g.close()
@@ -173,8 +171,10 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     return {"out": str(out), "steps": step, "dataset": dataset, "metrics": rows_m}
 
 
-def _rank_rollouts(gen, batch: list[dict], tok, cfg: RLConfig, step: int, ctx, graders, grade_samples) -> list[Rollout]:
+def _rank_rollouts(gen, batch: list[dict], tok, cfg: RLConfig, step: int, ctx, graders) -> list[Rollout]:
     """This rank's groups of the step (groups r, r+N, …), generated, graded and rewarded."""
+    from tasks.evaluation.evaluate import grade_samples
+
     mine = list(range(ctx.rank, len(batch), ctx.world_size))
     rows = [batch[g] for g in mine]
     prompts = [chat_prompt(tok, r["problem"]) for r in rows]

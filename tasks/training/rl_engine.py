@@ -53,8 +53,11 @@ class _PolicyEngine(HFGenerator):
     def sync_weights(self, _model) -> None:  # the policy itself generates: nothing to push
         pass
 
+    def sleep(self) -> None:  # the engine is the trainer's own memory: nothing to free for the update
+        pass
 
-class _PolicyCopyEngine(HFGenerator):
+
+class _PolicyCopyEngine(_PolicyEngine):
     def sync_weights(self, model) -> None:
         """Every rank must call it (each gather is a collective)."""
         from tasks.training.distributed import full_parameters

@@ -36,6 +36,7 @@ import torch
 
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
+from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar
 from tasks.training.losses import policy_loss
 
 
@@ -100,8 +101,6 @@ class _Sums:
 
     def reduce(self, ctx) -> dict[str, float]:
         if ctx is not None and ctx.world_size > 1:
-            from tasks.training.distributed import all_gather_objects
-
             gathered = all_gather_objects((self.sums, self.maxima), ctx)
             sums: dict[str, float] = {}
             maxima: dict[str, float] = {}
@@ -164,8 +163,6 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
         n_sft = sum(len(r.response_ids) for r, _ in mb if r.correct)
         total = 0.0
         for i, chunk in enumerate(plan.chunks):
-            from tasks.training.distributed import gradient_sync
-
             with gradient_sync(policy, enabled=i == len(plan.chunks) - 1):
                 if not chunk:  # this rank's share ran out: a pass for the collectives, zero gradient
                     logp, _, _ = logprobs(policy, plan.filler, device)
@@ -189,8 +186,6 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
                 n_chunk = float(mask.sum())
                 for k, v in {**mets, "entropy": ent}.items():
                     sums.add(k, v, n_chunk)
-        from tasks.training.distributed import all_reduce_sum, scalar
-
         norms.append(scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)))
         opt.step()
         opt.zero_grad(set_to_none=True)
