@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from tasks.curation import ngrams as ng
 
@@ -177,52 +178,78 @@ def _bench_ngrams(prepared, boiler: HashSet, config: DecontamConfig) -> tuple[Ha
     return HashSet(g[first]), o[first]  # HashSet keys are exactly g[first] (sorted, unique)
 
 
+class Decontaminator:
+    """find_contamination in phases, so rows can come in batches (out_of_core.py):
+    `scan(batch)` per batch -> (k-gram document-frequency counts, candidate rows of the batch);
+    `finish(counts summed over batches, total rows)` fixes the training-side boilerplate;
+    `check(candidate texts)` -> per candidate None or (benchmark name, the first shared n-gram)."""
+
+    def __init__(self, benchmarks: Mapping[str, Sequence[str]], config: DecontamConfig | None = None):
+        self.config = config or DecontamConfig()
+        assert self.config.n >= 1 and self.config.boilerplate_k >= 1
+        self.prepared, self.bench_k, self.bench_boiler = _benchmark_side(benchmarks, self.config)
+        self.is_boiler = np.zeros(len(self.bench_k), bool)  # aligned with bench_k.keys
+        self.is_boiler[self.bench_k.find(self.bench_boiler)[1]] = True
+        self.names = [name for name, _ in self.prepared]
+        self.boiler: HashSet | None = None
+
+    def scan(self, texts) -> tuple[np.ndarray, np.ndarray]:
+        """(per benchmark k-gram, how many rows of `texts` hold it; indices of the candidate rows: those
+        sharing a non-boilerplate k-gram with a benchmark, as any shared n-gram contains one)."""
+        config = self.config
+
+        def one(chunk, start):
+            d = _prepare(chunk, config)
+            hit, kidx = self.bench_k.find(d.kgrams)
+            doc = ng.doc_of_position(d.tok.offsets, d.kpos[hit])
+            df_keys = ng.unique((doc.astype(np.int64) << 32) | kidx) & 0xFFFFFFFF  # one count per row
+            return df_keys, ng.unique(doc[~self.is_boiler[kidx]]) + start
+
+        parts = ng.map_chunks(one, ng.to_arrow(texts), config.chunk_rows, config.workers)
+        df = np.bincount(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64),
+                         minlength=len(self.bench_k))
+        return df, np.concatenate([p[1] for p in parts] or [np.zeros(0, np.int64)])
+
+    def finish(self, df: np.ndarray, rows: int) -> None:
+        config = self.config
+        train_boiler = self.bench_k.keys[df >= max(config.train_min_docs, config.train_fraction * rows)]
+        self.boiler = HashSet(np.concatenate([self.bench_boiler, train_boiler]))
+        self.bench_n, self.owner = _bench_ngrams(self.prepared, self.boiler, config)
+        log.info("decontam: %d benchmark problems, %d n-grams, %d boilerplate k-grams (%d seen in benchmarks, "
+                 "%d in training rows)", sum(p.tok.num_docs for _, p in self.prepared), len(self.bench_n),
+                 len(self.boiler), len(self.bench_boiler), len(train_boiler))
+
+    def check(self, texts) -> list[tuple[str, str] | None]:
+        """The final check (with the final mask) and readable n-grams, for candidate rows."""
+        assert self.boiler is not None, "finish() first"
+        config, arr = self.config, ng.to_arrow(texts)
+        out: list[tuple[str, str] | None] = [None] * len(arr)
+        for s in range(0, len(arr), config.chunk_rows):
+            d = _prepare(arr.slice(s, config.chunk_rows), config, spans=True)
+            g, pos = _masked_ngrams(d, self.boiler, config)
+            found, idx = self.bench_n.find(g)
+            doc = ng.doc_of_position(d.tok.offsets, pos[found])
+            first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]])) if len(doc) else []
+            for f in first:
+                p = int(pos[found[f]])
+                out[s + int(doc[f])] = (self.names[self.owner[idx[f]]], d.tok.text(p, p + config.n))
+        return out
+
+
 def find_contamination(
     texts, benchmarks: Mapping[str, Sequence[str]], config: DecontamConfig | None = None
 ) -> list[tuple[str, str] | None]:
     """Per row: None if clean, else (benchmark name, the first shared n-gram as space-joined words)."""
-    config = config or DecontamConfig()
-    assert config.n >= 1 and config.boilerplate_k >= 1
     arr = ng.to_arrow(texts)
     N = len(arr)
     out: list[tuple[str, str] | None] = [None] * N
     if N == 0 or not benchmarks:
         return out
-    prepared, bench_k, bench_boiler = _benchmark_side(benchmarks, config)
-    is_boiler = np.zeros(len(bench_k), bool)  # aligned with bench_k.keys
-    is_boiler[bench_k.find(bench_boiler)[1]] = True
-
-    def scan(chunk, start):
-        """Per chunk: (row, benchmark k-gram) pairs for document frequency, and the candidate rows:
-        those sharing a non-boilerplate k-gram with a benchmark (any shared n-gram contains one)."""
-        d = _prepare(chunk, config)
-        hit, kidx = bench_k.find(d.kgrams)
-        doc = ng.doc_of_position(d.tok.offsets, d.kpos[hit])
-        df_keys = ng.unique((doc.astype(np.int64) << 32) | kidx) & 0xFFFFFFFF  # one count per row
-        return df_keys, ng.unique(doc[~is_boiler[kidx]]) + start
-
-    parts = ng.map_chunks(scan, arr, config.chunk_rows, config.workers)
-    df = np.bincount(np.concatenate([p[0] for p in parts]).astype(np.int64), minlength=len(bench_k))
-    candidates = np.concatenate([p[1] for p in parts])
-    train_boiler = bench_k.keys[df >= max(config.train_min_docs, config.train_fraction * N)]
-    boiler = HashSet(np.concatenate([bench_boiler, train_boiler]))
-    bench_n, owner = _bench_ngrams(prepared, boiler, config)
-    log.info("decontam: %d benchmark problems, %d n-grams, %d boilerplate k-grams (%d seen in benchmarks, "
-             "%d in training rows), %d candidate rows", sum(p.tok.num_docs for _, p in prepared), len(bench_n),
-             len(boiler), len(bench_boiler), len(train_boiler), len(candidates))
-    if len(candidates) == 0:
-        return out
-    # final check (with the final mask) and readable n-grams, only for the flagged rows
-    names = [name for name, _ in prepared]
-    for s in range(0, len(candidates), config.chunk_rows):
-        rows = candidates[s : s + config.chunk_rows]
-        d = _prepare(arr.take(rows), config, spans=True)
-        g, pos = _masked_ngrams(d, boiler, config)
-        found, idx = bench_n.find(g)
-        doc = ng.doc_of_position(d.tok.offsets, pos[found])
-        first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]])) if len(doc) else []
-        for f in first:
-            p = int(pos[found[f]])
-            out[int(rows[doc[f]])] = (names[owner[idx[f]]], d.tok.text(p, p + config.n))
+    dec = Decontaminator(benchmarks, config)
+    df, candidates = dec.scan(arr)
+    dec.finish(df, N)
+    log.info("decontam: %d candidate rows", len(candidates))
+    for row, hit in zip(candidates.tolist(), dec.check(arr.take(pa.array(candidates)))):
+        out[row] = hit
     log.info("decontam: %d of %d rows contaminated", sum(o is not None for o in out), N)
     return out

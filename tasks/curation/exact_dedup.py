@@ -25,18 +25,31 @@ def exact_duplicate_of(texts: Sequence[str] | pa.Array, *, normalized: bool = Fa
     arr = ng.to_arrow(texts)
     if len(arr) == 0:
         return np.empty(0, dtype=np.int64)
+    dup = ng.first_of_equal(exact_keys(arr, normalized=normalized, workers=workers))
+    # confirm: equal keys must mean equal normalised text
+    flagged = np.flatnonzero(dup >= 0)
+    dup[flagged[~same_normalized(arr.take(pa.array(flagged)), arr.take(pa.array(dup[flagged])))]] = -1
+    return dup
+
+
+def exact_keys(texts: Sequence[str] | pa.Array, *, normalized: bool = False, workers: int = 2) -> np.ndarray:
+    """uint64 [N]: one key per row, equal for rows whose normalised texts are equal (a row's key depends
+    on that row only, so keys can be computed batch by batch: out_of_core.py)."""
+    arr = ng.to_arrow(texts)
+    if len(arr) == 0:
+        return np.empty(0, dtype=np.uint64)
     if not normalized:
         arr = _casefold_non_ascii(arr)
-    keys = np.concatenate(ng.map_chunks(lambda chunk, _: ng.sequence_hashes(ng.tokenize(chunk, "shingle")),
+    return np.concatenate(ng.map_chunks(lambda chunk, _: ng.sequence_hashes(ng.tokenize(chunk, "shingle")),
                                         arr, CHUNK_ROWS, workers))
-    dup = ng.first_of_equal(keys)
-    # confirm: equal keys must mean equal normalised text (byte-equal pairs need no Python at all)
-    flagged = np.flatnonzero(dup >= 0)
-    same = pc.equal(arr.take(pa.array(flagged)), arr.take(pa.array(dup[flagged]))).to_numpy(zero_copy_only=False)
-    for i in flagged[~same]:
-        if normalize_text(arr[int(i)].as_py()) != normalize_text(arr[int(dup[i])].as_py()):
-            dup[i] = -1
-    return dup
+
+
+def same_normalized(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """bool [N]: whether a[i] and b[i] are equal after normalisation (byte-equal pairs need no Python)."""
+    same = pc.equal(a, b).to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(~same):
+        same[i] = normalize_text(a[int(i)].as_py()) == normalize_text(b[int(i)].as_py())
+    return same
 
 
 def _casefold_non_ascii(arr: pa.Array) -> pa.Array:

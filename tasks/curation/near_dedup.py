@@ -112,11 +112,11 @@ def shingle_hashes(arr, config: NearDedupConfig) -> tuple[np.ndarray, np.ndarray
     return flat[:pos], offsets
 
 
-def _digest(flat: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int):
+def digest(flat: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int):
     return rensa.RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets.astype(np.uint64), num_perm, seed)
 
 
-def _export(flat, offsets, rows, num_perm, seed, step) -> np.ndarray:
+def export_signatures(flat, offsets, rows, num_perm, seed, step) -> np.ndarray:
     """Signatures (uint32 [len(rows), num_perm]) of the given rows, copied out of rensa in slices."""
     out = np.empty((len(rows), num_perm), np.uint32)
     was_enabled = gc.isenabled()
@@ -124,24 +124,36 @@ def _export(flat, offsets, rows, num_perm, seed, step) -> np.ndarray:
     try:
         for s in range(0, len(rows), step):
             vals, off = ng.ragged_take(flat, offsets, rows[s : s + step])
-            out[s : s + step] = np.array(_digest(vals, off, num_perm, seed).to_rows(), dtype=np.uint32)
+            out[s : s + step] = np.array(digest(vals, off, num_perm, seed).to_rows(), dtype=np.uint32)
     finally:
         if was_enabled:
             gc.enable()
     return out
 
 
-def band_edges(sig: np.ndarray, bands: int, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate edges (i < j, local row indices) from LSH banding of the signature matrix."""
+def band_keys(sig: np.ndarray, bands: int, rows: int, seed: int) -> np.ndarray:
+    """uint64 [len(sig), bands]: band b's key = fmix64(sum_c sig[:, b*rows + c] * R_c), R_c odd, from the seed.
+    A row's keys depend on its signature only, so they can be computed batch by batch (out_of_core.py)."""
     rng = np.random.default_rng([seed & 0xFFFFFFFF, 0xBA4D])
     mult = rng.integers(1, 2**63, size=rows, dtype=np.uint64) | np.uint64(1)
-    heads, members = [], []
+    out = np.zeros((len(sig), bands), np.uint64)
     for b in range(bands):
-        key = np.zeros(len(sig), np.uint64)
+        key = out[:, b].copy()
         for c in range(rows):
             key += sig[:, b * rows + c].astype(np.uint64) * mult[c]
-        ng.fmix64(key)
-        order = np.argsort(key)  # any member may head a bucket: components() keeps the smallest index
+        out[:, b] = ng.fmix64(key)
+    return out
+
+
+def band_edges(sig: np.ndarray, bands: int, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate edges (i < j, local row indices) from LSH banding of the signature matrix: in each bucket
+    (rows with equal band key), in row order, head -> member and previous -> member. The same rule as a
+    query over band keys (out_of_core.py), so both paths verify the same pairs."""
+    keys = band_keys(sig, bands, rows, seed)
+    heads, members = [], []
+    for b in range(bands):
+        key = keys[:, b]
+        order = np.argsort(key, kind="stable")  # within a bucket by row: the head is its earliest row
         k = key[order]
         same = k[1:] == k[:-1]  # member order[x+1] is in the bucket of order[x]
         if not same.any():
@@ -260,7 +272,7 @@ def near_duplicate_of(texts, config: NearDedupConfig | None = None) -> np.ndarra
     flat, offsets = shingle_hashes(arr, config)
     clock("shingles")
     nonempty = np.diff(offsets) > 0
-    matrix = _digest(flat, offsets, k, seed)
+    matrix = digest(flat, offsets, k, seed)
     clock("rensa digest")
     flagged = np.asarray(rensa.RMinHashLSH(config.threshold, k, bands).query_duplicate_flags_matrix_one_shot(matrix))
     del matrix
@@ -271,7 +283,7 @@ def near_duplicate_of(texts, config: NearDedupConfig | None = None) -> np.ndarra
         return result
     sub_flat, sub_off = ng.ragged_take(flat, offsets, sub)
     del flat, offsets
-    sig = _export(sub_flat, sub_off, np.arange(len(sub)), k, seed, config.export_rows)
+    sig = export_signatures(sub_flat, sub_off, np.arange(len(sub)), k, seed, config.export_rows)
     clock("signature export")
     i, j = band_edges(sig, bands, rows, config.seed)
     clock("banding")
