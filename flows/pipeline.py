@@ -102,7 +102,8 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
         st.cached, st.figure = _made_before(curated, since), _rows_kept(curated)
     with stages.stage("verify") as st:
         since = _now()
-        verified = verify(store=store, min_tests=config.min_tests, parent=curated["id"])
+        verified = verify(store=store, min_tests=config.min_tests, parent=curated["id"],
+                          test_strength=config.test_strength)
         st.cached = _made_before(verified, since)
         st.figure = (f"{_rows_kept(verified)}, {curated['counts'].get('kept', 0) - verified['counts'].get('kept', 0)}"
                      " code problems dropped")

@@ -91,4 +91,8 @@ class JudgeConfig:
     float_tolerance: float | None = None  # None: LiveCodeBench's exact Decimal rule; e.g. 1e-6 to tolerate
     unwrap_outputs: bool = False  # call-based: also accept value == expected[0] (APPS/TACO wrap outputs)
     max_time_limit_s: float = 60.0  # a row's time_limit above this is a bad row, not a 16-minute job
+    output_chars: int = 0  # > 0: each test's entry in details also carries the program's `output` (stdout
+    #   text, or a call's returned value as the runner encoded it) when it fits in this many characters
+    #   (else None), so the host can compare two programs on inputs with no expected output (mutant scoring,
+    #   tasks/verification/strength.py); 0: verdicts only, as judging needs, and no bulk in the results
     limits: Limits = field(default_factory=Limits)

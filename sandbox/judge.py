@@ -17,8 +17,8 @@ from typing import Any
 from sandbox.config import JudgeConfig
 from sandbox.submission import Submission
 from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_tests, sample_indices
-from sandbox.verdicts import (COMPILE_ERROR, SANDBOX_ERROR, SKIPPED, result_row, summarize,
-                              judge_test)
+from sandbox.verdicts import (COMPILE_ERROR, SANDBOX_ERROR, SKIPPED, judge_test, result_row, summarize,
+                              program_output)
 
 LANGUAGES = {"python": "python", "python3": "python", "py": "python", "py3": "python",
              "cpp": "cpp", "c++": "cpp", "cpp17": "cpp", "cpp14": "cpp", "cpp20": "cpp", "cxx": "cpp"}
@@ -84,7 +84,8 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
 
 
 def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig()) -> dict:
-    """Turn the runner's response into the output row."""
+    """Turn the runner's response into the output row (with `config.output_chars`, each test's entry also
+    holds what the program printed or returned, for comparing two programs; see verdicts.program_output)."""
     total = len(prepared.indices)
     details: dict = {"attempts": response.get("attempts", 1)}
     if response.get("unsupported"):
@@ -111,6 +112,8 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
         entry = {"index": index, "verdict": verdict}
         if verdict != SKIPPED:
             entry.update(cpu=raw.get("cpu"), wall=raw.get("wall"), rss_kb=raw.get("maxrss_kb"))
+            if config.output_chars > 0:
+                entry["output"] = program_output(raw, prepared.suite.mode, config.output_chars)
         tests.append(entry)
         if verdict == COMPILE_ERROR:
             return result_row(prepared.row_id, COMPILE_ERROR, 0, total, {**details, "reason": why})

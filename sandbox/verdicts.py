@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import signal
 from typing import Any
 
@@ -114,6 +115,24 @@ def stdout_text(raw: dict) -> str:
         except (binascii.Error, TypeError, ValueError):
             return ""
     return str(raw.get("stdout", ""))
+
+
+def program_output(raw: dict, mode: str, max_chars: int) -> Any:
+    """What a test's program produced, for comparing two programs on the same input: stdin/stdout its
+    stdout text, call-based the returned value as the runner encoded it (decode with
+    compare.decode_value); None when there is none (a crash, assert-style) or it is over `max_chars`
+    (its JSON text, for a value)."""
+    if mode == STDIO:
+        text = stdout_text(raw)
+        return text if len(text) <= max_chars else None
+    report = _report(raw)
+    if mode == ASSERT or "value" not in report:
+        return None
+    try:
+        size = len(json.dumps(report["value"]))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return report["value"] if size <= max_chars else None
 
 
 def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):

@@ -56,7 +56,7 @@ def report_curation_task(version: dict, store_root: str | None) -> None:
 
 @task(name="validate-code", cache_policy=NONE)
 def validate_code_task(store_root: str | None, parent: str, min_tests: int, workers: int = 2,
-                       dask_address: str | None = None) -> dict:
+                       dask_address: str | None = None, strength=None) -> dict:
     from tasks.curation.verify_dataset import build_validated_version
     from tasks.verification.verify import VerifyConfig
 
@@ -72,6 +72,6 @@ def validate_code_task(store_root: str | None, parent: str, min_tests: int, work
 
     cfg = VerifyConfig(workers=workers, dask_address=dask_address)
     with report:
-        version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress)
+        version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress, strength=strength)
     logger.info("validated %s → %s: %s", parent, version.id, version.counts)
     return asdict(version)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from tasks.config_checks import ConfigError
 from tasks.training.config import RLConfig, SFTConfig
+from tasks.verification.strength import StrengthConfig
 
 
 def _demo_sft() -> SFTConfig:
@@ -43,6 +44,10 @@ class PipelineConfig:
     benchmarks: dict[str, str] = field(default_factory=dict)   # NAME → PATH, decontamination + evaluation
     eval_benchmark: str = "bench_math"            # which benchmark the base/SFT/RL table reports
     min_tests: int = 16                           # verify: code problems with fewer tests are dropped
+    test_strength: StrengthConfig = field(default_factory=StrengthConfig)  # verify: mutants of each passing
+    #   reference; problems whose tests accept wrong programs are dropped (`weak_tests`): the default drops,
+    #   because RL rewards whatever the tests accept, so weak tests pay wrong programs (StrengthConfig says
+    #   why each number); weak_tests="tag" keeps them, flagged in `verifications`
     base_model: str | None = None                 # an HF model dir; None: `klear model init` tiny preset
     model_preset: str = "tiny"
     seed: int = 0
