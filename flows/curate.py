@@ -1,4 +1,5 @@
-"""The `curate` flow: sources → canonical rows → dedup → near-dedup → decontamination → dataset version."""
+"""The `curate` flow: sources → canonical rows → cutoff date → dedup → near-dedup → decontamination
+(statements and code tests) → dataset version. Every parameter travels in the one CurateConfig."""
 from __future__ import annotations
 
 from prefect import flow

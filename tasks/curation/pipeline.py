@@ -3,9 +3,12 @@
 
 1. ingest      every source row → canonical Problem, or dropped `malformed` (schema.py rules)
 2. top sources with --top-sources K, rows of the other sources → dropped `excluded_source`
-3. exact dedup same domain + normalised problem as an earlier row → `duplicate` (detail: kept row's id)
-4. near dedup  MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
-5. decontam    shares an n-gram (default 9 words) with a benchmark problem → `contaminated`
+3. cutoff      with --cutoff-date, rows dated on/after it (undated ones with --undated drop) → `after_cutoff`
+               (cutoff.py). Before dedup, so a duplicate's detail always names a row that is kept.
+4. exact dedup same domain + normalised problem as an earlier row → `duplicate` (detail: kept row's id)
+5. near dedup  MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
+6. decontam    shares an n-gram (default 9 words) with a benchmark problem, or (code) its tests overlap a
+               benchmark problem's tests (code_overlap.py) → `contaminated`
 
 Earlier sources (in the order given) and earlier rows win: they are the ones kept. Each step reports its
 rows as it goes (tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr).
@@ -15,12 +18,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from tasks.curation.code_overlap import CaseOverlap, CaseOverlapConfig, find_case_overlap
 from tasks.curation.config import CurateConfig
+from tasks.curation.cutoff import after_cutoff
 from tasks.curation.decontaminate import DecontamConfig, find_contamination
 from tasks.curation.exact_dedup import exact_duplicate_of
 from tasks.curation.layouts import apply_layout
@@ -32,7 +37,7 @@ from tasks.progress import ProgressLine, StepProgress
 
 log = logging.getLogger(__name__)
 
-REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated")
+REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated", "after_cutoff")
 ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests")  # from the verify stage (invalid_tests also at
 #   ingest: assert-style tests that cannot be judged outside the program's process)
 
@@ -45,6 +50,7 @@ class CurationResult:
     counts: dict[str, int]                     # "kept" and one entry per drop reason
     by_source: dict[str, dict[str, int]]       # the same, per source
     source_scores: dict[str, float] = field(default_factory=dict)
+    undated_kept: int | None = None            # with a cutoff date: rows kept without a date (else None)
 
 
 @dataclass
@@ -66,22 +72,38 @@ def _drop(source: str, row: int, reason: str, detail: str, problem: str, pid: st
     return {"source": source, "row": row, "id": pid, "reason": reason, "detail": detail, "problem": problem}
 
 
+@dataclass
+class Benchmark:
+    """One benchmark's usable rows: problem text, tests (None when absent) and source row, aligned."""
+    problems: list[str] = field(default_factory=list)
+    tests: list[Any] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+
+
 def load_benchmarks(benchmarks: dict[str, str]) -> dict[str, list[str]]:
-    """Benchmark problems by name (canonical layout). Unparsable benchmark rows are skipped with a warning;
-    a benchmark with no usable problem is an error (decontaminating against nothing would be silent)."""
+    """Benchmark problems by name (see load_benchmark_rows)."""
+    return {name: b.problems for name, b in load_benchmark_rows(benchmarks).items()}
+
+
+def load_benchmark_rows(benchmarks: dict[str, str]) -> dict[str, Benchmark]:
+    """Benchmark rows by name (canonical layout; a code benchmark's rows may carry `tests`, any form the
+    tests parser reads). Unparsable benchmark rows are skipped with a warning; a benchmark with no usable
+    problem is an error (decontaminating against nothing would be silent)."""
     out = {}
     for name, path in benchmarks.items():
-        probs, bad = [], []
+        probs, bad = Benchmark(), []
         for raw in read_source(path):
             v = apply_layout(raw.value, "canonical") if raw.error is None else None
             if isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip():
-                probs.append(v["problem"])
+                probs.problems.append(v["problem"])
+                probs.tests.append(v.get("tests"))
+                probs.rows.append(raw.row)
             else:
                 bad.append(f"row {raw.row}: {raw.error or 'no problem'}")
         if bad:
             log.warning("benchmark %s (%s): skipped %d rows without a usable problem (%s%s)", name, path,
                         len(bad), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
-        if not probs:
+        if not probs.problems:
             raise SourceError(f"{path}: benchmark {name!r} has no rows with a 'problem'")
         out[name] = probs
     return out
@@ -114,7 +136,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
     dropped: list[dict[str, Any]] = []
     valid: dict[str, list[_Kept]] = {}
     rows_in: dict[str, int] = {}
-    steps = _Steps(len(config.sources) + 2 + bool(config.benchmarks), progress)
+    steps = _Steps(len(config.sources) + 2 + bool(config.benchmarks) + bool(config.cutoff_date), progress)
 
     # 1. ingest
     for spec in config.sources:
@@ -134,7 +156,20 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                                for k in valid.pop(name))
     rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
 
-    # 3. exact dedup: the problem id already is a hash of domain + normalised problem
+    # 3. cutoff date
+    undated_kept = None
+    if config.cutoff_date:
+        with steps.start("cutoff") as report:
+            n = len(rows)
+            report.update(0, n)
+            late = after_cutoff([k.problem.date for k in rows], config.cutoff_date, config.undated)
+            rows = _drop_flagged(rows, late, "after_cutoff", dropped)
+            undated_kept = sum(k.problem.date is None for k in rows)
+            report.update(n, n, tokens=n, after_cutoff=n - len(rows), undated_kept=undated_kept)
+        log.info("cutoff %s: %d rows dropped after_cutoff, %d undated rows kept", config.cutoff_date,
+                 n - len(rows), undated_kept)
+
+    # 4. exact dedup: the problem id already is a hash of domain + normalised problem
     with steps.start("exact-dedup") as report:
         report.update(0, len(rows))
         dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
@@ -143,7 +178,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                       f"({kept.problem.source} row {kept.row})")
         report.update(n, n, tokens=n, duplicate=n - len(rows))
 
-    # 4. near dedup
+    # 5. near dedup
     with steps.start("near-dedup") as report:
         report.update(0, len(rows))
         near_cfg = NearDedupConfig(threshold=config.near_dup_threshold, num_perm=config.near_dup_num_perm,
@@ -154,7 +189,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                       f"({kept.problem.source} row {kept.row})")
         report.update(n, n, tokens=n, near_duplicate=n - len(rows))
 
-    # 5. decontamination
+    # 6. decontamination
     if config.benchmarks:
         with steps.start("decontaminate") as report:
             report.update(0, len(rows))
@@ -162,18 +197,28 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
             rows = _decontaminate(config, rows, dropped)
             report.update(n, n, tokens=n, contaminated=n - len(rows))
 
-    return _result(rows, dropped, rows_in, scores)
+    return _result(rows, dropped, rows_in, scores, undated_kept)
 
 
 def _ingest(spec, dropped: list, report: StepProgress) -> tuple[list[_Kept], int]:
     """Every row of one source → a kept canonical Problem, or a dropped row with its reason."""
     kept, n = [], 0
-    for raw in read_source(spec.path):
-        n += 1
+    for n, (row, problem, drop) in enumerate(ingest_rows(spec), start=1):
         if n % READ_REPORT_EVERY == 0:
             report.update(n, None, tokens=READ_REPORT_EVERY)
+        if drop is not None:
+            dropped.append(drop)
+        else:
+            kept.append(_Kept(problem, row))
+    report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=len(kept))
+    return kept, n
+
+
+def ingest_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
+    """Per source row, in order: (row, its canonical Problem, None), or (row, None, its dropped record)."""
+    for raw in read_source(spec.path):
         if raw.error:
-            dropped.append(_drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw)))
+            yield raw.row, None, _drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw))
             continue
         try:
             p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
@@ -181,31 +226,49 @@ def _ingest(spec, dropped: list, report: StepProgress) -> tuple[list[_Kept], int
             if why:
                 raise Malformed(why)
         except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
-            dropped.append(_drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw)))
+            yield raw.row, None, _drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw))
             continue
         except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
-            dropped.append(_drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
-                                 _raw_text(raw)))
+            yield raw.row, None, _drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
+                                       _raw_text(raw))
             continue
-        kept.append(_Kept(p, raw.row))
-    report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=len(kept))
-    return kept, n
+        yield raw.row, p, None
 
 
 def _decontaminate(config: CurateConfig, rows: list[_Kept], dropped: list) -> list[_Kept]:
-    """Rows sharing an n-gram with a benchmark problem → dropped `contaminated`; the others, in order."""
-    bench = load_benchmarks(config.benchmarks)
-    hits = find_contamination([k.problem.problem for k in rows], bench, DecontamConfig(n=config.ngram))
-    clean = []
-    for k, hit in zip(rows, hits):
-        if hit is None:
-            clean.append(k)
+    """Rows sharing an n-gram with a benchmark problem, then rows whose tests overlap a benchmark problem's
+    tests → dropped `contaminated`; the others, in order."""
+    bench = load_benchmark_rows(config.benchmarks)
+    hits = find_contamination([k.problem.problem for k in rows], {n: b.problems for n, b in bench.items()},
+                              DecontamConfig(n=config.ngram))
+    why = [None if h is None else contamination_detail(h[0], h[1], config.ngram) for h in hits]
+    if any(t is not None for b in bench.values() for t in b.tests):
+        overlap = find_case_overlap([k.problem.tests if w is None else None for k, w in zip(rows, why)],
+                                    {n: b.tests for n, b in bench.items()}, CaseOverlapConfig(threshold=config.test_overlap))
+        why = [w if o is None else overlap_detail(o, bench) for w, o in zip(why, overlap)]
+    return _drop_flagged(rows, why, "contaminated", dropped)
+
+
+def contamination_detail(benchmark: str, gram: str, n: int) -> str:
+    """`contaminated` detail of a shared n-gram: the benchmark and the n-gram."""
+    return f"benchmark {benchmark}: shares {n}-gram {gram!r}"
+
+
+def overlap_detail(hit: CaseOverlap, bench: dict[str, Benchmark]) -> str:
+    """`contaminated` detail of overlapping tests: the benchmark, its problem's row, the count, one case."""
+    return (f"benchmark {hit.benchmark} row {bench[hit.benchmark].rows[hit.problem]}: "
+            f"tests share {hit.shared} of {hit.of} cases, e.g. {hit.example}")
+
+
+def _drop_flagged(rows: list[_Kept], details: list[str | None], reason: str, dropped: list) -> list[_Kept]:
+    """Rows whose detail is not None → dropped with `reason` and that detail; the others, in order."""
+    kept = []
+    for k, detail in zip(rows, details):
+        if detail is None:
+            kept.append(k)
         else:
-            name, gram = hit
-            dropped.append(_drop(k.problem.source, k.row, "contaminated",
-                                 f"benchmark {name}: shares {config.ngram}-gram {gram!r}",
-                                 k.problem.problem, k.problem.id))
-    return clean
+            dropped.append(_drop(k.problem.source, k.row, reason, detail, k.problem.problem, k.problem.id))
+    return kept
 
 
 def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list, detail) -> list[_Kept]:
@@ -218,7 +281,8 @@ def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list, de
     return kept
 
 
-def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], scores: dict[str, float]) -> CurationResult:
+def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], scores: dict[str, float],
+            undated_kept: int | None = None) -> CurationResult:
     order = {name: i for i, name in enumerate(rows_in)}
     dropped.sort(key=lambda d: (order[d["source"]], d["row"]))
     counts = {"kept": len(rows), **{r: 0 for r in REASONS}}
@@ -233,5 +297,5 @@ def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], sco
     return CurationResult(
         problems=pa.Table.from_pylist([k.problem.as_row() for k in rows], schema=PROBLEM_SCHEMA),
         dropped=pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA),
-        rows_in=total, counts=counts, by_source=by_source, source_scores=scores,
+        rows_in=total, counts=counts, by_source=by_source, source_scores=scores, undated_kept=undated_kept,
     )

@@ -1,0 +1,42 @@
+"""Cutoff date: rows that appeared on or after a date are dropped `after_cutoff`.
+
+Rule: with a cutoff date C (ISO `YYYY-MM-DD`), a row whose `date` (schema.py: ISO `YYYY-MM-DD`, a
+contest date from layouts such as `livecodebench` and `taco`) is >= C is dropped; one dated before C is
+kept. "On or after": a benchmark collected from contests since C includes C's own contests. ISO dates
+compare as text, so no parsing happens per row.
+
+Undated rows (no `date`): `undated="keep"` (the default) keeps them and the count is reported, since most
+sources (math sets, synthetic code) carry no date and dropping them would drop whole sources; their
+copies of benchmark problems are the n-gram and test-overlap checks' to catch. `undated="drop"` drops them
+as `after_cutoff` too, for a strict time split where only dated rows can be trusted.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Sequence
+
+UNDATED = ("keep", "drop")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_cutoff_date(value: str) -> str:
+    """`value` if it is a real calendar date written `YYYY-MM-DD`, else ValueError saying so."""
+    ok = isinstance(value, str) and _ISO_DATE.fullmatch(value) is not None
+    try:
+        ok = ok and datetime.date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError("not a calendar date written YYYY-MM-DD (e.g. 2024-08-01)")
+    return value
+
+
+def after_cutoff(dates: Sequence[str | None], cutoff: str, undated: str = "keep") -> list[str | None]:
+    """Per row (its ISO date or None): None when kept, else the `after_cutoff` detail (the module rule)."""
+    check_cutoff_date(cutoff)
+    if undated not in UNDATED:
+        raise ValueError(f"undated must be one of {', '.join(UNDATED)}, got {undated!r}")
+    no_date = f"no date (cutoff {cutoff}, undated rows dropped)" if undated == "drop" else None
+    return [no_date if not d else (f"dated {d}, on or after cutoff {cutoff}" if d >= cutoff else None)
+            for d in dates]
