@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -90,12 +91,14 @@ def _docs(rng: np.random.Generator, vocab: pa.Array, n: int, block: int = 100_00
     return pa.concat_arrays(out).cast(pa.large_string()) if out else pa.array([], pa.large_string())
 
 
-def make_corpus(rows: int, seed: int = 0, bench_problems: int = 1000):
+def make_corpus(rows: int, seed: int = 0, bench_problems: int = 1000, block: int = 0):
     """(texts: pa.LargeStringArray, benchmark: list[str], kind: int8 [rows] (index into KINDS),
     src: int64 [rows] (source row of a planted exact/near duplicate, else -1))."""
     rng = np.random.default_rng(seed)
     vocab = _vocab(rng)
     bench = [f"{t} {INSTR}" for t in _docs(rng, vocab, bench_problems).to_pylist()]
+    if block:  # a later block of a big corpus: same vocabulary and benchmark, other rows and plants
+        rng = np.random.default_rng([seed, 1000 + block])
     base = _docs(rng, vocab, rows)
     instr = rng.random(rows) < 0.3
     sep = pa.scalar(" ", pa.large_string())
@@ -117,7 +120,7 @@ def make_corpus(rows: int, seed: int = 0, bench_problems: int = 1000):
     own = kind[targets] >= 3  # contaminated / short-phrase rows are built from their own base text
     src_text = base.take(pa.array(np.where(own, targets, src_pool))).to_pylist()
     src[targets[own]] = -1
-    new, n_contam, r = [], 0, np.random.default_rng([seed, 1])
+    new, n_contam, r = [], 0, np.random.default_rng([seed, 1] + ([block] if block else []))
     for t, k, s_text in zip(targets.tolist(), kind[targets].tolist(), src_text):
         if k == 1:  # exact: case and spacing
             words = [w.upper() if r.random() < 0.3 else w for w in s_text.split(" ")]
@@ -193,6 +196,39 @@ def run_ours(texts: pa.Array, bench: list[str], workers: int):
     return dup, near_full, contam, st.times, extra
 
 
+# ---------------------------------------------------------------- ours, out of core
+
+
+def run_out_of_core(data: Path, workers: int, memory_limit: str, dask: str | None):
+    """Keys, exact, near, decontam over the Parquet parts the parent wrote (never all rows in memory)."""
+    from tasks.curation import out_of_core as oc
+    from tasks.curation.decontaminate import DecontamConfig
+    from tasks.curation.near_dedup import NearDedupConfig
+
+    meta = json.loads((data / "parts.json").read_text())
+    bench = json.loads((data / "bench.json").read_text())
+    cfg = oc.OutOfCoreConfig(memory_limit=memory_limit, threads=workers)
+    st = Steps()
+    with oc.part_runner(dask, workers) as runner, oc.Workspace(cfg) as ws:
+        parts = oc.Parts(meta["files"], [tuple(r) for r in meta["ranges"]])
+        keyed = st.run("keys", oc.add_exact_keys, ws, parts, runner)
+        exact = st.run("exact", lambda: oc.exact_duplicates(ws, keyed, confirm=True))
+        near = st.run("near", lambda: oc.near_duplicates(ws, keyed, exact, NearDedupConfig(workers=workers), runner))
+        contam = st.run("decontam", lambda: oc.contaminated(ws, keyed, [exact, near], {"synth": bench},
+                                                            DecontamConfig(workers=workers), runner))
+        rows = meta["rows"]
+        dup, near_arr = (np.full(rows, -1, np.int64) for _ in range(2))
+        for arr, path in ((dup, exact), (near_arr, near)):
+            t = pq.read_table(path)
+            arr[t.column("_ord").to_numpy()] = t.column("dup_of").to_numpy()
+        contam_arr = np.zeros(rows, bool)
+        contam_arr[pq.read_table(contam).column("_ord").to_numpy()] = True
+    times = {"exact": st.times["keys"] + st.times["exact"], "near": st.times["near"], "decontam": st.times["decontam"]}
+    extra = {**{f"peak_{k}": v for k, v in st.peaks.items()},
+             **{f"cpu_{k}": v for k, v in st.cpu.items()}}
+    return dup, near_arr, contam_arr, times, extra
+
+
 # ---------------------------------------------------------------- datasketch baseline
 
 
@@ -247,13 +283,36 @@ def run_datasketch(texts: list[str], bench: list[str]):
 # ---------------------------------------------------------------- driver
 
 
-def save_corpus(out: Path, rows: int, seed: int, bench_problems: int) -> None:
-    texts, bench, kind, src = make_corpus(rows, seed, bench_problems)
-    with pa.OSFile(str(out / "texts.arrow"), "wb") as f, pa.ipc.new_file(f, pa.schema([("t", pa.large_string())])) as w:
-        w.write_table(pa.table({"t": texts}))
+BLOCK_ROWS = 1_000_000  # corpus generated (and planted) block by block beyond this many rows
+
+
+def save_corpus(out: Path, rows: int, seed: int, bench_problems: int, impls: list[str], part_rows: int) -> None:
+    """Arrow IPC of all texts (for the in-memory implementations, rows <= BLOCK_ROWS) and/or Parquet parts
+    (for the out-of-core one), written block by block so the parent never holds a big corpus."""
+    kinds, srcs, files, ranges = [], [], [], []
+    (out / "parts").mkdir()
+    for block, start in enumerate(range(0, rows, BLOCK_ROWS)):
+        n = min(BLOCK_ROWS, rows - start)
+        texts, bench, kind, src = make_corpus(n, seed, bench_problems, block)
+        kinds.append(kind)
+        srcs.append(np.where(src >= 0, src + start, -1))
+        if set(impls) & {"ours", "datasketch"}:
+            assert rows <= BLOCK_ROWS, "the in-memory implementations run up to 1M rows here"
+            with pa.OSFile(str(out / "texts.arrow"), "wb") as f, pa.ipc.new_file(f, pa.schema([("t", pa.large_string())])) as w:
+                w.write_table(pa.table({"t": texts}))
+        if "ooc" in impls:
+            for s in range(0, n, part_rows):
+                m = min(part_rows, n - s)
+                path = out / "parts" / f"part-{len(files):06d}.parquet"
+                pq.write_table(pa.table({"_ord": pa.array(np.arange(start + s, start + s + m, dtype=np.int64)),
+                                         "text": texts.slice(s, m)}), path)
+                files.append(str(path))
+                ranges.append((start + s, start + s + m - 1))
+        del texts
     (out / "bench.json").write_text(json.dumps(bench))
-    np.save(out / "kind.npy", kind)
-    np.save(out / "src.npy", src)
+    (out / "parts.json").write_text(json.dumps({"files": files, "ranges": ranges, "rows": rows}))
+    np.save(out / "kind.npy", np.concatenate(kinds))
+    np.save(out / "src.npy", np.concatenate(srcs))
 
 
 def load_corpus(data: Path):
@@ -262,16 +321,23 @@ def load_corpus(data: Path):
     return texts, json.loads((data / "bench.json").read_text()), np.load(data / "kind.npy"), np.load(data / "src.npy")
 
 
-def child(impl: str, data: Path, workers: int) -> dict:
-    texts, bench, kind, src = load_corpus(data)
-    rows = len(texts)
-    if impl == "datasketch":
-        texts = texts.to_pylist()
-    rss_data = _rss_mb("VmRSS")
-    if impl == "ours":
-        dup, near, contam, times, extra = run_ours(texts, bench, workers)
+def child(impl: str, data: Path, workers: int, memory_limit: str, dask: str | None) -> dict:
+    if impl == "ooc":
+        kind = np.load(data / "kind.npy")
+        rows, rss_data = len(kind), _rss_mb("VmRSS")
+        dup, near, contam, times, extra = run_out_of_core(data, workers, memory_limit, dask)
+        np.save(data / "ooc_kept.npy", np.flatnonzero((dup < 0) & (near < 0) & ~contam))
     else:
-        dup, near, contam, times, extra = run_datasketch(texts, bench)
+        texts, bench, kind, src = load_corpus(data)
+        rows = len(texts)
+        if impl == "datasketch":
+            texts = texts.to_pylist()
+        rss_data = _rss_mb("VmRSS")
+        if impl == "ours":
+            dup, near, contam, times, extra = run_ours(texts, bench, workers)
+            np.save(data / "ours_kept.npy", np.flatnonzero((dup < 0) & (near < 0) & ~contam))
+        else:
+            dup, near, contam, times, extra = run_datasketch(texts, bench)
     total = sum(times.values())
     planted_near = kind == 2
     reach = (dup < 0) & (near < 0)  # rows that reach decontamination
@@ -282,7 +348,7 @@ def child(impl: str, data: Path, workers: int) -> dict:
         "seconds": total,
         "rows_per_s": rows / total,
         **{f"t_{k}": v for k, v in times.items()},
-        "peak_rss_mb": max(v for k, v in extra.items() if k in ("peak_exact", "peak_near", "peak_decontam")),
+        "peak_rss_mb": max(v for k, v in extra.items() if k in ("peak_keys", "peak_exact", "peak_near", "peak_decontam")),
         "data_rss_mb": rss_data,
         "exact_recall": float((dup[kind == 1] >= 0).mean()) if (kind == 1).any() else float("nan"),
         "near_recall": float(((near >= 0) | (dup >= 0))[planted_near].mean()) if planted_near.any() else float("nan"),
@@ -299,28 +365,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bench-problems", type=int, default=1000)
-    ap.add_argument("--only", choices=["ours", "datasketch"], help="run one implementation")
-    ap.add_argument("--child", choices=["ours", "datasketch"], help=argparse.SUPPRESS)
+    ap.add_argument("--only", help="comma-separated implementations to run: ours, ooc, datasketch "
+                    "(default: all three up to 1M rows, ooc alone beyond)")
+    ap.add_argument("--memory-limit", default="4GB", help="out-of-core path: its memory limit")
+    ap.add_argument("--dask", help="out-of-core path: 'local' (a LocalCluster of --workers) or a scheduler address")
+    ap.add_argument("--child", choices=["ours", "ooc", "datasketch"], help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        print(json.dumps(child(a.child, a.data, a.workers)))
+        print(json.dumps(child(a.child, a.data, a.workers, a.memory_limit, a.dask)))
         return 0
-    results = {}
+    from tasks.curation.out_of_core import OutOfCoreConfig
+
+    impls = a.only.split(",") if a.only else (["ours", "ooc", "datasketch"] if a.rows <= BLOCK_ROWS else ["ooc"])
+    results, same_kept = {}, None
     with tempfile.TemporaryDirectory(prefix="bench-curate-") as tmp:
         t = time.perf_counter()
-        save_corpus(Path(tmp), a.rows, a.seed, a.bench_problems)
+        save_corpus(Path(tmp), a.rows, a.seed, a.bench_problems, impls, OutOfCoreConfig(a.memory_limit).part_rows)
         print(f"corpus: {a.rows} rows generated in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-        for impl in [a.only] if a.only else ["ours", "datasketch"]:
-            cmd = [sys.executable, __file__, "--child", impl, "--data", tmp, "--workers", str(a.workers)]
+        for impl in impls:
+            cmd = [sys.executable, __file__, "--child", impl, "--data", tmp, "--workers", str(a.workers),
+                   "--memory-limit", a.memory_limit] + (["--dask", a.dask] if a.dask else [])
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr)
                 return proc.returncode
             results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
+        if {"ours", "ooc"} <= set(impls):
+            same_kept = np.array_equal(np.load(Path(tmp) / "ours_kept.npy"), np.load(Path(tmp) / "ooc_kept.npy"))
     cols = ["rows_per_s", "seconds", "t_exact", "t_near", "t_decontam", "peak_rss_mb", "data_rss_mb",
             "exact_recall", "near_recall", "near_false", "contam_recall", "contam_false"]
-    print(f"{a.rows} rows, {a.workers} workers, seed {a.seed}, {a.bench_problems} benchmark problems")
+    print(f"{a.rows} rows, {a.workers} workers, seed {a.seed}, {a.bench_problems} benchmark problems, "
+          f"out-of-core memory limit {a.memory_limit}" + (f" on Dask {a.dask}" if a.dask else ""))
     print(f"{'':>12}" + "".join(f"{c:>14}" for c in cols))
     for impl, r in results.items():
         print(f"{impl:>12}" + "".join(f"{r[c]:>14.3f}" if isinstance(r[c], float) else f"{r[c]:>14}" for c in cols))
@@ -328,7 +404,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{impl:>10}: peak RSS MB per step: " + ", ".join(
             f"{k[5:]} {v:.0f}" for k, v in r.items() if k.startswith("peak_") and k != "peak_rss_mb")
               + "; CPU s per step: " + ", ".join(f"{k[4:]} {v:.1f}" for k, v in r.items() if k.startswith("cpu_")))
-    if len(results) == 2:
+    if "ooc" in results:
+        print(f"out of core: peak RSS over the whole run {results['ooc']['peak_rss_mb']:.0f} MB "
+              f"(limit {a.memory_limit})" + ("" if same_kept is None else f"; same kept set as in memory: {same_kept}"))
+    if {"ours", "datasketch"} <= set(results):
         o, d = results["ours"], results["datasketch"]
         print(f"ours/datasketch: throughput x{o['rows_per_s'] / d['rows_per_s']:.1f}, "
               f"peak RSS x{o['peak_rss_mb'] / d['peak_rss_mb']:.2f}; per step: "

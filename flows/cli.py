@@ -24,6 +24,7 @@ from tasks.evaluation.config import DifficultyConfig, EvalConfig
 from tasks.training.config import RL_NESTED, RLConfig, SFTConfig
 from tasks.training.plan import SHAPES
 from tasks.training.rl_presets import RL_PRESETS
+from tasks.verification.strength import StrengthConfig
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -48,6 +49,13 @@ def _check_source_path(flag: str, name: str, path: str) -> None:
                 pq.read_metadata(f)
         except Exception as e:
             raise UserError(f"{flag} {name}={path}: not a readable Parquet file ({type(e).__name__})") from None
+
+
+CURATE_FLAGS = {"near_dup_threshold": "--near-threshold", "near_dup_num_perm": "--num-perm",
+                "memory_limit": "--memory-limit", "dask_workers": "--workers",
+                "near_dup_shingle": "--shingle", "ngram": "--ngram", "test_overlap": "--test-overlap",
+                "cutoff_date": "--cutoff-date", "undated": "--undated", "top_sources": "--top-sources",
+                "seed": "--seed"}  # CurateConfig field → the `klear curate` flag that sets it
 
 
 def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], layouts: dict[str, str],
@@ -75,6 +83,9 @@ def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], lay
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
+        flag = CURATE_FLAGS.get(where)
+        if flag:
+            raise UserError(f"{flag} {params[where]}: {err['msg'].removeprefix('Value error, ')}") from None
         raise UserError(f"{where}: {err['msg']}") from None
 
 
@@ -93,6 +104,8 @@ def print_curation_summary(version: dict, store_root: str) -> None:
         table.add_row(src, f"{scores.get(src, 0):.2f}", str(c["rows_in"]), str(c["kept"]), *(str(c.get(r, 0)) for r in reasons))
     table.add_row("TOTAL", "", str(version["rows_in"]), str(counts["kept"]), *(str(counts[r]) for r in reasons), style="bold")
     console.print(table)
+    if version["inputs"].get("undated_kept") is not None:
+        console.print(f"undated rows kept under the cutoff date: {version['inputs']['undated_kept']}")
     console.print(f"catalog: {Store(store_root).catalog_path}  (views: problems, dropped; table: datasets)")
 
 
@@ -108,36 +121,53 @@ def curate(
     num_perm: int = typer.Option(default_of(CurateConfig, "near_dup_num_perm"), help="MinHash permutations"),
     shingle: int = typer.Option(default_of(CurateConfig, "near_dup_shingle"), help="Words per near-duplicate shingle"),
     ngram: int = typer.Option(default_of(CurateConfig, "ngram"), help="Contamination n-gram length in words (paper: 9)"),
+    test_overlap: float = typer.Option(default_of(CurateConfig, "test_overlap"), "--test-overlap", help="Code rows whose tests share at least this fraction of a benchmark problem's test cases (of the smaller set, trivial cases left out) are contaminated"),
+    cutoff_date: Optional[str] = typer.Option(None, "--cutoff-date", help="YYYY-MM-DD: drop rows dated on or after it (after_cutoff)"),
+    undated: str = typer.Option(default_of(CurateConfig, "undated"), "--undated", help="With --cutoff-date, rows without a date: keep (counted in the summary) or drop"),
     top_sources: Optional[int] = typer.Option(None, "--top-sources", help="Keep only the K best-scoring sources"),
     seed: int = typer.Option(default_of(CurateConfig, "seed"), help="Seed for MinHash permutations"),
     verify_code: bool = typer.Option(False, "--verify-code", help="Then run code references against their tests in the sandbox"),
     min_tests: int = typer.Option(16, "--min-tests", help="With --verify-code: code problems with fewer tests are dropped (paper: 16)"),
-    workers: int = typer.Option(2, "--workers", help="With --verify-code: Dask workers (sandbox containers)"),
-    dask: Optional[str] = typer.Option(None, "--dask", help="With --verify-code: an existing Dask scheduler address"),
+    workers: int = typer.Option(2, "--workers", help="Workers of the local Dask cluster (--dask local; with --verify-code: sandbox containers)"),
+    dask: Optional[str] = typer.Option(None, "--dask", help="ADDRESS of a Dask scheduler, or 'local' for a LocalCluster of --workers: curation's per-part work (signatures, n-gram scans) runs there, out of core (and with --verify-code the sandboxes)"),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Curate out of core within about this much memory (e.g. 4GB): rows on disk, grouping in DuckDB; the same dataset version as in memory"),
+    work_dir: Optional[str] = typer.Option(None, "--work-dir", help="Out of core: directory for parts and spill files (default: a temporary one; on a Dask cluster a path every worker reaches)"),
+    mutants: int = typer.Option(default_of(StrengthConfig, "mutants"), "--mutants", help="With --verify-code: mutants of each passing reference run against its tests, to find tests that accept wrong programs (0: off)"),
+    max_survival: float = typer.Option(default_of(StrengthConfig, "max_survival"), "--max-survival", help="With --verify-code: weak_tests when the tests accept more than this fraction of the mutants shown to behave differently"),
+    weak_tests: str = typer.Option(default_of(StrengthConfig, "weak_tests"), "--weak-tests", help="With --verify-code: drop problems with weak tests, or tag them (kept, flagged in verifications)"),
+    mutant_seed: int = typer.Option(default_of(StrengthConfig, "mutant_seed"), "--mutant-seed", help="With --verify-code: seed for the mutants, probe inputs and screening tests"),
 ) -> None:
-    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows
-    (and, with --verify-code, code problems with too few tests or a failing reference)."""
+    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows (a
+    benchmark's statement or, for code, its tests), rows dated on/after --cutoff-date (and, with
+    --verify-code, code problems with too few tests, a failing reference or weak tests)."""
+    strength = _checked(lambda: StrengthConfig(mutants=mutants, max_survival=max_survival, weak_tests=weak_tests,
+                                               mutant_seed=mutant_seed))
     config = build_curate_config(
         parse_pairs(source, "--source"), parse_pairs(benchmark, "--benchmark"), parse_pairs(layout, "--layout"),
         list(map_ or []), parse_pairs(domain, "--domain"),
         near_dup_threshold=near_threshold, near_dup_num_perm=num_perm, near_dup_shingle=shingle, ngram=ngram,
-        top_sources=top_sources, seed=seed, store=store_root(store))
+        test_overlap=test_overlap, cutoff_date=cutoff_date, undated=undated,
+        top_sources=top_sources, seed=seed, store=store_root(store), memory_limit=memory_limit, dask=dask,
+        dask_workers=workers, work_dir=work_dir)
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
     from tasks.curation.sources import SourceError
 
-    version = run_flow(curate_flow, config, user_errors=(SourceError,))
+    from tasks.curation.out_of_core import DaskError
+
+    version = run_flow(curate_flow, config, user_errors=(SourceError, DaskError))
     if verify_code:
-        version = _run_verify(config.store, min_tests, workers, dask)
+        version = _run_verify(config.store, min_tests, workers, None if dask == "local" else dask, strength)
     print_curation_summary(version, config.store)
 
 
-def _run_verify(store: str, min_tests: int, workers: int, dask: str | None) -> dict:
+def _run_verify(store: str, min_tests: int, workers: int, dask: str | None, strength: StrengthConfig) -> dict:
     from flows.verify import verify as verify_flow
     from tasks.curation.validate_code import SandboxFault
 
     try:
-        return verify_flow(store=store, min_tests=min_tests, workers=workers, dask_address=dask)
+        return verify_flow(store=store, min_tests=min_tests, workers=workers, dask_address=dask,
+                           test_strength=strength)
     except SandboxFault as e:
         raise UserError(f"--verify-code: {e} (is the Docker engine running? see scripts/ensure-docker.sh)") from None
 

@@ -16,6 +16,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -100,7 +101,7 @@ class Store:
         with paths.open_binary(paths.join(self.version_url(version_id), "manifest.json")) as f:
             return DatasetVersion(**json.loads(f.read()))
 
-    def write_version(self, version: DatasetVersion, tables: Mapping[str, pa.Table]) -> DatasetVersion:
+    def write_version(self, version: DatasetVersion, tables: Mapping[str, pa.Table | Path]) -> DatasetVersion:
         """Write the tables and the manifest (last), register the version in the catalog.
         If the version already exists nothing is written and the stored manifest is returned."""
         if self.has_version(version.id):
@@ -115,7 +116,11 @@ class Store:
         paths.makedirs(target)
         for name, table in tables.items():
             with paths.open_binary(paths.join(target, f"{name}.parquet"), "wb") as f:
-                pq.write_table(table, f, compression=PARQUET_COMPRESSION)
+                if isinstance(table, Path):  # a Parquet file written batch by batch (out-of-core curation)
+                    with open(table, "rb") as src:
+                        shutil.copyfileobj(src, f, 1 << 20)
+                else:
+                    pq.write_table(table, f, compression=PARQUET_COMPRESSION)
         with paths.open_binary(paths.join(target, "manifest.json"), "wb") as f:
             f.write(json.dumps(asdict(version), indent=2, sort_keys=True).encode())
         if local:

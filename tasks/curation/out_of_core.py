@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from tasks.curation import ngrams as ng
 from tasks.curation import near_dedup as nd
 from tasks.curation.decontaminate import DecontamConfig, Decontaminator
-from tasks.curation.exact_dedup import same_normalized
+from tasks.curation.exact_dedup import exact_keys, same_normalized
 
 ORD = "_ord"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
@@ -56,6 +56,16 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"{text!r} is not a size (e.g. 4GB, 512MiB)")
     return int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
+
+
+def lit(value: object) -> str:
+    """A SQL string literal (quotes doubled), for paths and names inside queries."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def read(paths: list) -> str:
+    """SQL reading the Parquet files `paths` as one table."""
+    return "read_parquet([" + ", ".join(lit(p) for p in paths) + "])"
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,7 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(self.root / "work.duckdb"))
         self.con.execute(f"SET memory_limit = '{config.limit_bytes // 2 // 2**20}MiB'")
-        self.con.execute(f"SET temp_directory = '{self.root / 'spill'}'")
+        self.con.execute(f"SET temp_directory = {lit(self.root / 'spill')}")
         self.con.execute(f"SET threads = {max(1, config.threads)}")
         self.con.execute("SET preserve_insertion_order = false")
 
@@ -137,7 +147,7 @@ class Parts:
 
     @property
     def sql(self) -> str:
-        return "read_parquet([" + ", ".join(f"'{f}'" for f in self.files) + "])" if self.files else \
+        return read(self.files) if self.files else \
             f"(SELECT NULL::BIGINT AS {ORD}, NULL::VARCHAR AS {self.key}, NULL::VARCHAR AS {self.text} LIMIT 0)"
 
 
@@ -202,7 +212,7 @@ class DaskError(RuntimeError):
 
 
 @contextmanager
-def part_runner(dask: str | None, workers: int = 2) -> Iterator[LocalRunner | DaskRunner]:
+def part_runner(dask: str | None, workers: int = 2, connect_timeout: str = "15s") -> Iterator[LocalRunner | DaskRunner]:
     """None: this process; "local": a LocalCluster of `workers` single-threaded worker processes (the
     signature work holds the GIL in rensa's export, so threads would not run in parallel); otherwise the
     address of an existing scheduler."""
@@ -212,12 +222,12 @@ def part_runner(dask: str | None, workers: int = 2) -> Iterator[LocalRunner | Da
     from distributed import Client, LocalCluster
 
     if dask == "local":
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
             yield DaskRunner(client)
         return
     try:
-        client = Client(dask, timeout="15s")
+        client = Client(dask, timeout=connect_timeout)
     except Exception as exc:
         raise DaskError(f"--dask {dask}: cannot reach the scheduler ({exc})") from None
     with client:
@@ -225,6 +235,20 @@ def part_runner(dask: str | None, workers: int = 2) -> Iterator[LocalRunner | Da
 
 
 # ------------------------------------------------------------------------------------------ exact
+
+
+def key_part(path: str, text: str, out: str) -> int:
+    """The part with an exact-dedup `key` column (exact_keys: a hash of the normalised text) added."""
+    t = pq.read_table(path)
+    pq.write_table(t.append_column("key", pa.array(exact_keys(t.column(text)).view(np.int64))), out)
+    return t.num_rows
+
+
+def add_exact_keys(ws: Workspace, parts: Parts, runner=None) -> Parts:
+    """For texts without a content id: parts with a hash key of the normalised text (confirm=True then)."""
+    out = [str(ws.dir("keyed") / Path(f).name) for f in parts.files]
+    list((runner or LocalRunner()).map(key_part, [(f, parts.text, o) for f, o in zip(parts.files, out)]))
+    return Parts(out, parts.ranges, parts.text, "key")
 
 
 def exact_duplicates(ws: Workspace, parts: Parts, *, confirm: bool) -> Path:
@@ -245,7 +269,7 @@ def exact_duplicates(ws: Workspace, parts: Parts, *, confirm: bool) -> Path:
         bad = np.concatenate(wrong) if wrong else np.zeros(0, np.int64)
         if len(bad):
             ws.con.execute("DELETE FROM exact_pairs WHERE list_contains(?, _ord)", [bad.tolist()])
-    ws.con.execute(f"COPY (SELECT * FROM exact_pairs ORDER BY {ORD}) TO '{out}' (FORMAT parquet)")
+    ws.con.execute(f"COPY (SELECT * FROM exact_pairs ORDER BY {ORD}) TO {lit(out)} (FORMAT parquet)")
     ws.con.execute("DROP TABLE exact_pairs")
     return out
 
@@ -315,7 +339,7 @@ def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.N
     runner = runner or LocalRunner()
     bands, rows = nd.lsh_params(config.threshold, config.num_perm, config.fp_weight)
     job = _NearJob(config, bands, rows)
-    skip = ws.ords_by_part(parts, f"read_parquet('{drop}')") if drop else [None] * len(parts.files)
+    skip = ws.ords_by_part(parts, read([drop])) if drop else [None] * len(parts.files)
     band_dir, sig_dir = ws.dir("bands"), ws.dir("sigs")
     band_files = [str(band_dir / Path(f).name) for f in parts.files]
     list(runner.map(band_part, [(f, parts.text, s, job, o) for f, s, o in zip(parts.files, skip, band_files)]))
@@ -323,7 +347,7 @@ def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.N
     if not band_files:
         pq.write_table(pa.table({ORD: pa.array([], pa.int64()), "dup_of": pa.array([], pa.int64())}), out)
         return out
-    bands_sql = "read_parquet([" + ", ".join(f"'{f}'" for f in band_files) + "])"
+    bands_sql = read(band_files)
     # candidate edges, band by band: head -> member and previous -> member within each bucket, by _ord
     ws.con.execute("CREATE OR REPLACE TABLE edges (i BIGINT, j BIGINT)")
     for b in range(bands):
@@ -342,7 +366,7 @@ def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.N
     list(runner.map(signature_part, jobs))
     verified_i, verified_j = [], []
     if jobs:
-        sig_sql = "read_parquet([" + ", ".join(f"'{j[-1]}'" for j in jobs) + "])"
+        sig_sql = read([j[-1] for j in jobs])
         margin = config.exact_margin * math.sqrt(config.threshold * (1 - config.threshold) / job.k)
         ws.con.execute("CREATE OR REPLACE TABLE pairs (i BIGINT, j BIGINT, sure BOOLEAN)")
         for batch in ws.batches(f"""SELECT c.i, c.j, a.sig AS si, b.sig AS sj FROM cand c
@@ -400,8 +424,7 @@ def contaminated(ws: Workspace, parts: Parts, drop: list[Path], benchmarks: dict
     """Parquet (`_ord`, `benchmark`, `ngram`) of the contaminated rows among those not listed in `drop`."""
     runner = runner or LocalRunner()
     out = ws.root / "contaminated.parquet"
-    dropped = " UNION ALL ".join(f"SELECT {ORD} FROM read_parquet('{p}')" for p in drop) or f"SELECT NULL::BIGINT AS {ORD} LIMIT 0"
-    skip = ws.ords_by_part(parts, f"({dropped})")
+    skip = ws.ords_by_part(parts, read(drop)) if drop else [None] * len(parts.files)
     dec = Decontaminator(benchmarks, config)
     df, cands, rows = np.zeros(len(dec.bench_k), np.int64), [], 0
     for part_df, part_cand, n in runner.map(scan_part, [(f, parts.text, s, dec) for f, s in zip(parts.files, skip)]):

@@ -56,9 +56,13 @@ def score_sources(valid: Mapping[str, Iterable[Problem]], rows_in: Mapping[str, 
     scores = {}
     for name, total in rows_in.items():
         rows = list(valid.get(name, ()))
-        quality = sum(map(row_quality, rows)) / len(rows) if rows else 0.0
-        scores[name] = (len(rows) / total if total else 0.0) * quality
+        scores[name] = source_score(len(rows), sum(map(row_quality, rows)), total)
     return scores
+
+
+def source_score(valid: int, quality_sum: float, rows_in: int) -> float:
+    """valid_fraction × mean(row_quality), from counts (a source read in batches sums as it goes)."""
+    return (valid / rows_in if rows_in else 0.0) * (quality_sum / valid if valid else 0.0)
 
 
 def top_sources(scores: Mapping[str, float], k: int) -> list[str]:

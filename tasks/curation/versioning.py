@@ -12,6 +12,7 @@ from tasks.curation.config import CurateConfig
 from tasks.curation.sources import SourceError, source_kind
 
 CODE_PACKAGES = ("tasks.curation", "storage")
+EXECUTION_FIELDS = ("memory_limit", "dask", "dask_workers", "work_dir")  # how a version is computed, not what
 
 
 def input_hash(path: str) -> str:
@@ -32,7 +33,7 @@ def curation_inputs(config: CurateConfig) -> dict[str, Any]:
 
 
 def curation_parameters(config: CurateConfig) -> dict[str, Any]:
-    return config.model_dump(exclude={"sources", "benchmarks", "store"})
+    return config.model_dump(exclude={"sources", "benchmarks", "store", *EXECUTION_FIELDS})
 
 
 def curation_version_id(config: CurateConfig, inputs: dict[str, Any] | None = None) -> str:

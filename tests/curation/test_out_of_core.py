@@ -119,5 +119,5 @@ def test_dask_workers_give_the_same_results(corpus, in_memory):
 
 def test_unreachable_scheduler_is_one_clear_error():
     with pytest.raises(oc.DaskError, match="--dask tcp://127.0.0.1:1: cannot reach"):
-        with oc.part_runner("tcp://127.0.0.1:1"):
+        with oc.part_runner("tcp://127.0.0.1:1", connect_timeout="1s"):
             pass

@@ -1,0 +1,53 @@
+"""`klear curate --dask local --workers 2` (out of core, per-part work on a 2-worker LocalCluster) gives
+the same dataset version, id and content, as the in-memory run; bad --memory-limit / --dask values are
+one line naming the flag. Subprocesses, as a user runs them."""
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.curation.fixtures import write_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _klear(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.run([sys.executable, "-m", "flows.cli", "curate", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _sources(tmp_path: Path) -> list[str]:
+    files = write_corpus(tmp_path / "data")
+    return ["--source", f"a={files['a']}", "--source", f"b={files['b']}", "--benchmark", f"bench={files['bench']}"]
+
+
+@pytest.mark.slow
+def test_dask_local_gives_the_in_memory_version(tmp_path):
+    args = _sources(tmp_path)
+    mem = _klear(tmp_path, *args, "--store", str(tmp_path / "mem"))
+    dask = _klear(tmp_path, *args, "--store", str(tmp_path / "dask"), "--dask", "local", "--workers", "2",
+                  "--memory-limit", "512MB")
+    assert mem.returncode == 0 and dask.returncode == 0, (mem.stderr + dask.stderr)[-3000:]
+    versions = {v: glob.glob(str(tmp_path / v / "datasets" / "ds-*")) for v in ("mem", "dask")}
+    assert len(versions["mem"]) == 1 and [Path(p).name for p in versions["mem"]] == [Path(p).name for p in versions["dask"]]
+    for table in ("problems", "dropped"):
+        want, got = (pq.read_table(Path(versions[v][0]) / f"{table}.parquet") for v in ("mem", "dask"))
+        assert want.num_rows > 0 and got.equals(want), table
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--memory-limit", "lots"], "--memory-limit lots: 'lots' is not a size"),
+    (["--memory-limit", "1MB"], "--memory-limit 1MB: '1MB' is below 64MiB"),
+    (["--dask", "tcp://127.0.0.1:1"], "--dask tcp://127.0.0.1:1: cannot reach the scheduler"),
+])
+def test_a_bad_value_is_one_line_naming_the_flag(tmp_path, flags, message):
+    r = _klear(tmp_path, *_sources(tmp_path), "--store", str(tmp_path / "store"), *flags)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert lines[-1].startswith("klear: error: ") and message in lines[-1], r.stderr[-3000:]

@@ -1,0 +1,36 @@
+"""Mutant-scoring flags of `klear curate --verify-code`: a bad value is one line naming the flag, exit 2,
+before any work starts."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("flag, value, msg", [
+    ("--mutants", "-1", "mutants (--mutants) must be at least 0 (got -1)"),
+    ("--max-survival", "1.5", "max_survival (--max-survival) must be at most 1.0 (got 1.5)"),
+    ("--weak-tests", "keep", "weak_tests (--weak-tests) must be one of drop, tag (got 'keep')"),
+    ("--mutant-seed", "-2", "mutant_seed (--mutant-seed) must be at least 0 (got -2)"),
+])
+def test_bad_strength_flag_is_one_line_exit_2(flag, value, msg, tmp_path):
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    r = subprocess.run([sys.executable, "-m", "flows.cli", "curate", "--source", "a=/no/such.jsonl", "--verify-code",
+                        flag, value], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_curate_strength_flags_default_to_the_config():
+    from typer.main import get_command
+
+    from flows.cli import app
+    from tasks.verification.strength import StrengthConfig
+
+    params = {p.name: p.default for p in get_command(app).commands["curate"].params}
+    for name in ("mutants", "max_survival", "weak_tests", "mutant_seed"):
+        assert params[name] == getattr(StrengthConfig(), name), name
