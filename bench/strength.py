@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import importlib.util
 import json
 import sys
 import time
@@ -32,17 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "bench"))  # after ROOT: bench/sandbox.py must not shadow the sandbox package
 
 FIXTURE = ROOT / "tests" / "verification" / "data" / "mbpp_sample.jsonl"
 THRESHOLDS = (0.0, 0.2, 0.34, 0.5)  # "weak at t": survived / behaviour-changing > t
-
-
-def _real_solutions():
-    spec = importlib.util.spec_from_file_location("real_solutions", ROOT / "bench" / "real_solutions.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["real_solutions"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -57,7 +49,7 @@ def main() -> None:
     ap.add_argument("--max-survival", type=float, default=StrengthConfig.max_survival)
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "strength.json"))
     args = ap.parse_args()
-    rs = _real_solutions()
+    import real_solutions as rs  # bench/, a sibling script
 
     from sandbox.submission import Submission
     from tasks.verification.strength import Subject, score_test_strength
