@@ -134,6 +134,9 @@ class RLConfig(Sampling):
     backend: str = "auto"                 # rollout engine: auto (vllm when installed and on a GPU, else hf),
     #                                       hf (the policy itself) or vllm (an engine per rank, synced in place)
     strategy: str = "ddp"                 # with several processes (--nproc): ddp (replicas) or fsdp (sharded)
+    tensor_parallel: int = 1              # vllm backend: GPUs per engine; the ranks form groups of this many
+    #                                       consecutive ranks, each group one engine over its GPUs (for models
+    #                                       whose weights + KV cache do not fit one GPU); must divide --nproc
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
@@ -181,6 +184,9 @@ class RLConfig(Sampling):
         check_choice(self, "backend", ROLLOUT_BACKENDS)
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
+        check_int(self, "tensor_parallel", 1)
+        if self.tensor_parallel > 1 and self.backend == "hf":
+            raise ConfigError("tensor_parallel", f"needs the vllm backend (got {self.tensor_parallel} with backend hf)")
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
         check_subset(self, "domains", GRADERS)
         if isinstance(self.reward, dict):  # nested configs from JSON (a deployment's, the torchrun launcher's)

@@ -11,11 +11,12 @@ Rules:
   so they never reach the GPU. A context with no room left for any prompt is refused.
 - rollouts per micro-batch: cfg.micro_batch_size, but never more than one mini-batch holds
   (⌈prompts_per_step · rollouts_per_prompt / mini_batches⌉), the largest tensor the update really builds.
-- what train_rl will run comes from `cfg`, whatever `hw` says: the strategy is cfg.strategy, and a vLLM
+- what train_rl will run comes from `cfg`, whatever `hw` says: the strategy is cfg.strategy, tp is
+  cfg.tensor_parallel, and a vLLM
   engine is planned unless cfg.backend is "hf" ("auto" picks vLLM on a GPU with vLLM installed, the machine
   a plan is for); with "hf" the policy generates (plan.py: an unsharded copy per rank under fsdp; the
   generation cache is not planned). `hw` gives the rest: GPUs, their memory, checkpointing, the engine's
-  share, tp, sleeping.
+  share, sleeping.
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def dry_run(model: str, cfg: "RLConfig", hw: Hardware, prompt_tokens: int | None
     micro = min(cfg.micro_batch_size, -(-rollouts // cfg.mini_batches))
     work = Workload(prompts_per_step=cfg.prompts_per_step, rollouts_per_prompt=cfg.rollouts_per_prompt,
                     micro_batch_size=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens)
-    plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf"))
+    plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf", tp=cfg.tensor_parallel))
     title = f"{label} ({cfg.backend} rollouts): {plan.title}"
     if 0 < prompt < longest:
         title += (f"; prompts over {prompt:,} tokens are left out (context {context:,} − max_tokens "

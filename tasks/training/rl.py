@@ -22,7 +22,8 @@ place after every optimizer step (tasks/training/rl_engine.py).
 On N ranks (torchrun; launch.run_rl): every rank draws the same prompts; rank r generates and grades the
 groups r, r+N, … (a group stays whole on one rank), then every rank gathers all rollouts in group order
 and runs the same update (tasks/training/rl_update.py: the step's result equals one process's on the same
-rollouts). Only rank 0 writes metrics, checkpoints (whole HF checkpoints, gathered under FSDP) and runs
+rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
+groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes metrics, checkpoints (whole HF checkpoints, gathered under FSDP) and runs
 the held-out evaluation.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ from tasks.training.config import RLConfig
 from tasks.training.checkpoint import check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
-from tasks.training.rl_engine import make_rollout_engine, resolve_backend
+from tasks.training.rl_engine import make_rollout_engine, resolve_backend, rollout_share
 from tasks.training.rl_update import Rollout, update_policy
 from tasks.training.schedule import warmup_constant
 
@@ -106,7 +107,10 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
-    gen = make_rollout_engine(model, tok, model_dir, cfg.backend, max(64, cfg.rollouts_per_prompt * 8), sharded)
+    if ctx.world_size % cfg.tensor_parallel:
+        raise ValueError(f"tensor_parallel {cfg.tensor_parallel} must divide the {ctx.world_size} ranks")
+    gen = make_rollout_engine(model, tok, model_dir, cfg.backend, max(64, cfg.rollouts_per_prompt * 8), sharded,
+                              cfg.tensor_parallel, ctx.world_size)
     policy = dist_utils.wrap(model, ctx, cfg.strategy)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_constant(s, cfg.warmup_steps))
@@ -175,14 +179,18 @@ def _rank_rollouts(gen, batch: list[dict], tok, cfg: RLConfig, step: int, ctx, g
     """This rank's groups of the step (groups r, r+N, …), generated, graded and rewarded."""
     from tasks.evaluation.evaluate import grade_samples
 
-    mine = list(range(ctx.rank, len(batch), ctx.world_size))
+    share = rollout_share(len(batch), ctx.rank, ctx.world_size, cfg.tensor_parallel)
+    if not share.generate:
+        return []
+    params = replace(cfg.sampling_params(cfg.rollouts_per_prompt),
+                     seed=rollout_seed(cfg.seed, step, share.seed_slot, share.seed_slots))
+    comps = gen.generate([chat_prompt(tok, batch[g]["problem"]) for g in share.generate], params)
+    mine = [share.generate[i] for i in share.grade]
+    comps = [comps[i] for i in share.grade]
     rows = [batch[g] for g in mine]
     prompts = [chat_prompt(tok, r["problem"]) for r in rows]
     if not rows:
         return []
-    params = replace(cfg.sampling_params(cfg.rollouts_per_prompt),
-                     seed=rollout_seed(cfg.seed, step, ctx.rank, ctx.world_size))
-    comps = gen.generate(prompts, params)
     grades = grade_samples(rows, [[c.text for c in cs] for cs in comps], graders)
     out = []
     for g, row, prompt, cs, gs in zip(mine, rows, prompts, comps, grades):

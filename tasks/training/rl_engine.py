@@ -15,6 +15,8 @@ backend (RLConfig.backend, resolved by `resolve_backend`):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from tasks.generation.hf_backend import HFGenerator
@@ -29,20 +31,49 @@ def resolve_backend(backend: str) -> str:
     return "vllm" if vllm_available() and torch.cuda.is_available() else "hf"
 
 
-def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool):
-    """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP)."""
+def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool,
+                        tensor_parallel: int = 1, world_size: int = 1):
+    """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP). With
+    `tensor_parallel` tp > 1 (vllm), each group of tp consecutive ranks builds one engine over its GPUs
+    (vLLM's external launcher: every rank of the group runs the same requests on its shard of the model,
+    `rollout_share` gives them the same prompts and seed), world_size / tp such groups side by side."""
     if backend == "vllm":
         import os
 
         from tasks.generation.vllm_backend import VLLMGenerator
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # streamed sync, no host copy
-        return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True))
+        kw = {}
+        if tensor_parallel > 1:
+            kw = {"tensor_parallel_size": tensor_parallel, "data_parallel_size": world_size // tensor_parallel,
+                  "distributed_executor_backend": "external_launcher"}
+        return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True, **kw))
     if sharded:
         import copy
 
         return _PolicyCopyEngine(copy.deepcopy(model).eval(), tok, batch_size=batch_size)
     return _PolicyEngine(model, tok, batch_size=batch_size)
+
+
+@dataclass(frozen=True)
+class RolloutShare:
+    """One rank's part of a step's prompt groups (`rollout_share`)."""
+
+    generate: list[int]   # the groups its engine generates (the same on every rank of a tp group)
+    grade: list[int]      # positions in `generate` this rank grades and keeps (each group on one rank)
+    seed_slot: int        # the engine group's index and count, for rollout_seed: one seed per engine
+    seed_slots: int
+
+
+def rollout_share(groups: int, rank: int, world: int, tensor_parallel: int = 1) -> RolloutShare:
+    """Engine group e = rank // tp of E = world / tp generates groups e, e + E, … (a group stays whole),
+    seeded as slot e of E; its tp ranks split them for grading and the update: rank-in-group j keeps
+    positions j, j + tp, … So every group is generated once and kept by exactly one rank, and tp = 1 is
+    the plain rule (rank r: groups r, r + world, …)."""
+    engines = world // tensor_parallel
+    e, j = divmod(rank, tensor_parallel)
+    mine = list(range(e, groups, engines))
+    return RolloutShare(mine, list(range(j, len(mine), tensor_parallel)), e, engines)
 
 
 class _PolicyEngine(HFGenerator):

@@ -40,3 +40,14 @@ def test_bad_model_preset_and_missing_data_are_one_line_each():
     assert_one_line(klear("rl", "--dry-run", "--preset", "huge", "--model", "qwen3-8b"), "--preset", "paper")
     assert_one_line(klear("rl", "--model", "qwen3-8b"), "--data is required")
     assert_one_line(klear("rl", "--dry-run", "--model", "qwen3-8b", "--nproc", "0"), "--nproc")
+
+
+def test_tensor_parallel_splits_the_engine_and_must_divide_nproc():
+    one = klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b")
+    two = klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "2")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    assert "per 2 GPUs (tp)" in two.stdout and "per 2 GPUs (tp)" not in one.stdout
+    assert_one_line(klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "3"),
+                    "--tensor-parallel 3: must divide --nproc 8")
+    assert_one_line(klear("rl", "--dry-run", "--model", "qwen3-8b", "--tensor-parallel", "2", "--backend", "hf",
+                          "--nproc", "2"), "tensor_parallel", "vllm backend")
