@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,52 +45,73 @@ class OutOfCoreResult:
     undated_kept: int | None = None
 
 
-def curate_out_of_core(config: CurateConfig, ws: oc.Workspace, runner=None,
-                       progress: Callable[[str], None] = lambda msg: None) -> OutOfCoreResult:
-    runner = runner or oc.LocalRunner()
-    steps = _Steps(len(config.sources) + 3 + bool(config.benchmarks) + bool(config.cutoff_date), progress)
-    rows_dir, ingest_drops = ws.dir("rows"), ws.dir("ingest-dropped")
-    files, ranges, rows_in, valid, quality = {}, {}, {}, {}, {}
-    ord_ = 0
-    for s_idx, spec in enumerate(config.sources):  # 1. ingest, streamed into parts
-        with steps.start(f"read {spec.name}") as report:
-            batch, drops, n, files[spec.name], ranges[spec.name] = [], [], 0, [], []
-            quality[spec.name] = 0.0
+@dataclass
+class _Sources:
+    """What ingest wrote: per source its parts (files and `_ord` ranges), rows read, rows valid and the sum
+    of their row_quality (source_quality.py), in source order."""
 
-            def flush(final: bool = False):
-                nonlocal batch, drops
-                if batch:
-                    path = rows_dir / f"part-{s_idx:04d}-{len(files[spec.name]):06d}.parquet"
-                    t = pa.Table.from_pylist(batch, schema=PROBLEM_SCHEMA.append(pa.field(ORD, pa.int64()))
-                                             .append(pa.field("_row", pa.int64())))
-                    pq.write_table(t, path)
-                    files[spec.name].append(str(path))
-                    ranges[spec.name].append((batch[0][ORD], batch[-1][ORD]))
-                if drops or (final and not (ingest_drops / f"{s_idx:04d}-0.parquet").exists()):
-                    k = len(list(ingest_drops.glob(f"{s_idx:04d}-*.parquet")))
-                    pq.write_table(pa.Table.from_pylist([{**d, "_src": s_idx} for d in drops],
-                                                        schema=DROPPED_SCHEMA.append(pa.field("_src", pa.int64()))),
-                                   ingest_drops / f"{s_idx:04d}-{k}.parquet")
-                batch, drops = [], []
+    files: dict[str, list[str]] = field(default_factory=dict)
+    ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    rows_in: dict[str, int] = field(default_factory=dict)
+    valid: dict[str, int] = field(default_factory=dict)
+    quality: dict[str, float] = field(default_factory=dict)
 
+
+ROW_SCHEMA = PROBLEM_SCHEMA.append(pa.field(ORD, pa.int64())).append(pa.field("_row", pa.int64()))
+INGEST_DROP_SCHEMA = DROPPED_SCHEMA.append(pa.field("_src", pa.int64()))
+DROP_BATCH = 4096  # dropped rows buffered per write (a source of mostly bad rows stays bounded too)
+
+
+def _ingest(config: CurateConfig, ws: oc.Workspace, steps: _Steps) -> _Sources:
+    """1. Every source row → a canonical row in a part (`_ord` counting on across sources), or a dropped
+    row in ingest-dropped/ (pipeline.ingest_rows: the same rules and details as in memory)."""
+    out, ord_, step = _Sources(), 0, ws.config.part_rows
+    for s_idx, spec in enumerate(config.sources):
+        name, batch, dropped, n = spec.name, [], [], 0
+        out.files[name], out.ranges[name], out.quality[name], out.valid[name] = [], [], 0.0, 0
+
+        def write_part() -> None:
+            path = ws.dir("rows") / f"part-{s_idx:04d}-{len(out.files[name]):06d}.parquet"
+            pq.write_table(pa.Table.from_pylist(batch, schema=ROW_SCHEMA), path)
+            out.files[name].append(str(path))
+            out.ranges[name].append((batch[0][ORD], batch[-1][ORD]))
+
+        with steps.start(f"read {name}") as report, \
+                pq.ParquetWriter(ws.dir("ingest-dropped") / f"{s_idx:04d}.parquet", INGEST_DROP_SCHEMA) as drops:
             for n, (row, problem, drop) in enumerate(ingest_rows(spec), start=1):
                 if n % READ_REPORT_EVERY == 0:
                     report.update(n, None, tokens=READ_REPORT_EVERY)
                 if drop is not None:
-                    drops.append(drop)
-                else:
-                    quality[spec.name] += row_quality(problem)
-                    batch.append({**problem.as_row(), ORD: ord_, "_row": row})
-                    ord_ += 1
-                if len(batch) >= ws.config.part_rows or len(drops) >= ws.config.part_rows:
-                    flush()
-            flush(final=True)
-            rows_in[spec.name] = n
-            valid[spec.name] = n - _count(ws, ingest_drops / f"{s_idx:04d}-*.parquet")
-            report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=valid[spec.name])
+                    dropped.append({**drop, "_src": s_idx})
+                    if len(dropped) >= DROP_BATCH:
+                        drops.write_table(pa.Table.from_pylist(dropped, schema=INGEST_DROP_SCHEMA))
+                        dropped = []
+                    continue
+                out.quality[name] += row_quality(problem)
+                out.valid[name] += 1
+                batch.append({**problem.as_row(), ORD: ord_, "_row": row})
+                ord_ += 1
+                if len(batch) >= step:
+                    write_part()
+                    batch = []
+            if batch:
+                write_part()
+            drops.write_table(pa.Table.from_pylist(dropped, schema=INGEST_DROP_SCHEMA))
+            out.rows_in[name] = n
+            report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=out.valid[name])
+    return out
+
+
+def curate_out_of_core(config: CurateConfig, ws: oc.Workspace, runner=None,
+                       progress: Callable[[str], None] = lambda msg: None) -> OutOfCoreResult:
+    runner = runner or oc.LocalRunner()
+    steps = _Steps(len(config.sources) + 3 + bool(config.benchmarks) + bool(config.cutoff_date), progress)
+    src = _ingest(config, ws, steps)
+    files, ranges, rows_in = src.files, src.ranges, src.rows_in
+    ingest_drops = ws.dir("ingest-dropped")
 
     # 2. top sources: the excluded sources' parts leave the pipeline
-    scores = {s: source_score(valid[s], quality[s], rows_in[s]) for s in rows_in}
+    scores = {s: source_score(src.valid[s], src.quality[s], rows_in[s]) for s in rows_in}
     excluded = []
     if config.top_sources is not None and config.top_sources < len(config.sources):
         chosen = set(top_sources(scores, config.top_sources))
@@ -149,10 +170,6 @@ def curate_out_of_core(config: CurateConfig, ws: oc.Workspace, runner=None,
                                scores, undated_kept)
         report.update(1, 1)
     return result
-
-
-def _count(ws: oc.Workspace, glob: Path) -> int:
-    return ws.con.execute(f"SELECT count(*) FROM read_parquet({oc.lit(glob)})").fetchall()[0][0]
 
 
 def _write_drops(path: Path, drops: list[tuple[int, str]], reason: str) -> None:
