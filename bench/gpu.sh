@@ -8,6 +8,7 @@
 #   bash bench/gpu.sh --cpu-smoke     # CPU: tiny shape, a few steps, same code paths (KLEAR_GPU_BENCH_SMOKE=1
 #                                     #      does the same); vLLM is skipped when there is no GPU
 #   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
+#   KLEAR_BENCH_TP=2 bash bench/gpu.sh --rl-dist   # the same with one vLLM engine per 2 GPUs (--tensor-parallel 2)
 #
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),

@@ -512,7 +512,7 @@ def _rl_dist_ok() -> tuple[bool, str]:
         params = {p.name for p in typer.main.get_command(app).commands["rl"].params}
     except Exception as e:  # noqa: BLE001 - any reason the CLI cannot load here is a skip, said in one line
         return False, f"klear's CLI does not load here ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
-    missing = [f"--{n}" for n in ("nproc", "strategy", "backend") if n not in params]
+    missing = [f"--{n}" for n in ("nproc", "strategy", "backend", "tensor_parallel") if n not in params]
     return (False, f"klear rl has no {', '.join(missing)} in this checkout") if missing else (True, "")
 
 
@@ -567,6 +567,10 @@ def part_rl_dist(work: Path, smoke: bool) -> None:
     s = settings(smoke)["rl_dist"]
     model_dir, data, out, log = work / "model", work / "rl_dist.jsonl", work / "rl_dist_out", work / "rl_dist.log"
     nproc = torch.cuda.device_count()
+    tp = int(os.environ.get("KLEAR_BENCH_TP", "1"))  # GPUs per vLLM engine (klear rl --tensor-parallel)
+    if tp < 1 or nproc % tp:
+        emit(work, "rl_dist", "skipped", reason=f"KLEAR_BENCH_TP={tp} does not divide the {nproc} GPUs")
+        return
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     rng, vocab = random.Random(7), _words(random.Random(0), 3000)  # the tokenizer's training words
     rows = [{"domain": "math", "problem": " ".join(rng.choice(vocab) for _ in range(s["prompt_words"])),
@@ -577,7 +581,8 @@ def part_rl_dist(work: Path, smoke: bool) -> None:
     # a random model rarely answers right: without the zero-variance filter every rollout is trained, so
     # the update does the work of a real step whatever the rewards
     cmd = [sys.executable, "-m", "flows.cli", "rl", "--model", str(model_dir), "--data", str(data), "--out", str(out),
-           "--nproc", str(nproc), "--strategy", "fsdp", "--backend", "vllm", "--steps", str(s["steps"]),
+           "--nproc", str(nproc), "--strategy", "fsdp", "--backend", "vllm", "--tensor-parallel", str(tp),
+           "--steps", str(s["steps"]),
            "--prompts-per-step", str(s["prompts"]), "--rollouts-per-prompt", str(s["n"]),
            "--mini-batches", str(s["mini_batches"]), "--micro-batch-size", str(s["micro_batch_size"]),
            "--max-tokens", str(s["max_tokens"]), "--temperature", "1.0", "--no-filter-zero-variance",
@@ -596,7 +601,7 @@ def part_rl_dist(work: Path, smoke: bool) -> None:
         return
     name = torch.cuda.get_device_name(0)
     shape = model_shape(model_dir)
-    emit(work, "rl_dist", "ok", entry="klear rl --strategy fsdp --backend vllm", nproc=nproc,
+    emit(work, "rl_dist", "ok", entry="klear rl --strategy fsdp --backend vllm", nproc=nproc, tensor_parallel=tp,
          steps=len(steps), prompts_per_step=s["prompts"], n=s["n"], max_tokens=s["max_tokens"],
          mini_batches=s["mini_batches"], micro_batch_size=s["micro_batch_size"],
          prompt_tokens_mean=round(prompt_tokens, 1),
