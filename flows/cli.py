@@ -52,7 +52,7 @@ def _check_source_path(flag: str, name: str, path: str) -> None:
 
 
 CURATE_FLAGS = {"near_dup_threshold": "--near-threshold", "near_dup_num_perm": "--num-perm",
-                "memory_limit": "--memory-limit", "dask_workers": "--workers",
+                "memory_limit": "--memory-limit", "dask_workers": "--workers", "work_dir": "--work-dir",
                 "near_dup_shingle": "--shingle", "ngram": "--ngram", "test_overlap": "--test-overlap",
                 "cutoff_date": "--cutoff-date", "undated": "--undated", "top_sources": "--top-sources",
                 "seed": "--seed"}  # CurateConfig field → the `klear curate` flag that sets it
@@ -86,7 +86,8 @@ def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], lay
         flag = CURATE_FLAGS.get(where)
         if flag:
             raise UserError(f"{flag} {params[where]}: {err['msg'].removeprefix('Value error, ')}") from None
-        raise UserError(f"{where}: {err['msg']}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise UserError(f"{where}: {msg}" if where else msg) from None  # no field: a rule across fields
 
 
 def print_curation_summary(version: dict, store_root: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tasks.curation.cutoff import check_cutoff_date
 from tasks.curation.layouts import LAYOUTS
@@ -56,6 +56,20 @@ class CurateConfig(BaseModel):
     dask_workers: int = Field(2, ge=1, description="Workers of the 'local' Dask cluster: one per core")
     work_dir: str | None = Field(None, description=(
         "Out of core: where parts and spill files go (default: a temporary directory, removed afterwards)"))
+
+    @field_validator("work_dir")
+    @classmethod
+    def _plain_dir(cls, v: str | None) -> str | None:
+        from tasks.curation.out_of_core import check_work_dir
+
+        return None if v is None else check_work_dir(v)
+
+    @model_validator(mode="after")
+    def _shared_dir_for_a_cluster(self) -> "CurateConfig":
+        if self.dask not in (None, "local") and self.work_dir is None:
+            raise ValueError(f"--dask {self.dask}: give --work-dir, a directory every worker of that cluster "
+                             "reaches (parts are files)")
+        return self
 
     @field_validator("memory_limit")
     @classmethod

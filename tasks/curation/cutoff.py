@@ -5,10 +5,12 @@ contest date from layouts such as `livecodebench` and `taco`) is >= C is dropped
 kept. "On or after": a benchmark collected from contests since C includes C's own contests. ISO dates
 compare as text, so no parsing happens per row.
 
-Undated rows (no `date`): `undated="keep"` (the default) keeps them and the count is reported, since most
-sources (math sets, synthetic code) carry no date and dropping them would drop whole sources; their
-copies of benchmark problems are the n-gram and test-overlap checks' to catch. `undated="drop"` drops them
-as `after_cutoff` too, for a strict time split where only dated rows can be trusted.
+Undated rows (no `date`: None or blank text, see `is_undated`): `undated="keep"` (the default) keeps them
+and the count is reported, since most sources (math sets, synthetic code) carry no date and dropping them
+would drop whole sources; their copies of benchmark problems are the n-gram and test-overlap checks' to
+catch. `undated="drop"` drops them as `after_cutoff` too, for a strict time split where only dated rows
+can be trusted. Both pipelines count the undated rows kept with `is_undated`, the test `after_cutoff`
+applies, so the count and the cut agree.
 """
 from __future__ import annotations
 
@@ -32,11 +34,19 @@ def check_cutoff_date(value: str) -> str:
     return value
 
 
+def is_undated(value: str | None) -> bool:
+    """Whether a row's `date` value means no date: None, or text that is empty or blank. Both arrive for one
+    thing: the in-memory rows carry None (ingest's iso_date turns absent and blank dates into None), while a
+    date column read back from Parquet or another tool may hold "" for a missing value; treating them alike
+    keeps the cutoff, `undated`, and the undated-kept count of both pipelines the same."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def after_cutoff(dates: Sequence[str | None], cutoff: str, undated: str = "keep") -> list[str | None]:
     """Per row (its ISO date or None): None when kept, else the `after_cutoff` detail (the module rule)."""
     check_cutoff_date(cutoff)
     if undated not in UNDATED:
         raise ValueError(f"undated must be one of {', '.join(UNDATED)}, got {undated!r}")
     no_date = f"no date (cutoff {cutoff}, undated rows dropped)" if undated == "drop" else None
-    return [no_date if not d else (f"dated {d}, on or after cutoff {cutoff}" if d >= cutoff else None)
+    return [no_date if is_undated(d) else (f"dated {d}, on or after cutoff {cutoff}" if d >= cutoff else None)
             for d in dates]

@@ -68,15 +68,28 @@ def read(paths: list) -> str:
     return "read_parquet([" + ", ".join(lit(p) for p in paths) + "])"
 
 
+GLOB_CHARACTERS = "*?[]{}"  # DuckDB reads a Parquet path as a glob pattern
+
+
+def check_work_dir(path: str) -> str:
+    """`path`, unless it holds a glob character (then every file path under it would be read as a pattern,
+    matching other directories or none): ValueError naming the character."""
+    bad = sorted({c for c in str(path) if c in GLOB_CHARACTERS})
+    if bad:
+        raise ValueError(f"{path}: a work directory must not contain {' '.join(bad)} (file paths are read as patterns)")
+    return path
+
+
 @dataclass(frozen=True)
 class OutOfCoreConfig:
     memory_limit: str = "4GB"  # peak memory of the whole run, roughly: DuckDB half, one part per worker the rest
     batch_rows: int | None = None  # rows per part; None: from the limit (~4 KB of working memory per row in a
     #   part: text, token hashes, shingles, signatures), between 10K and 200K (200K parts already amortise
     #   DuckDB and worker start-up; bigger ones only raise the peak)
-    work_dir: str | None = None  # spill and part files (on a Dask cluster: a path every worker can reach);
-    #   None: a fresh temporary directory, removed afterwards
+    work_dir: str | None = None  # where the run's directory of parts and spill files goes (removed afterwards);
+    #   on a Dask cluster a path every worker can reach; None: the system's temporary directory
     threads: int = 2  # DuckDB threads and tokenisation threads per part; the machine has 2 cores
+    batch_bytes: int | None = None  # bytes of row text per part; None: from the limit (part_bytes)
 
     @property
     def limit_bytes(self) -> int:
@@ -88,20 +101,32 @@ class OutOfCoreConfig:
             return self.batch_rows
         return int(min(200_000, max(10_000, self.limit_bytes // 2 // 4096)))
 
+    @property
+    def part_bytes(self) -> int:
+        """A part is also cut at this much row text (a long chain of thought is ~100x a problem): 1/16 of
+        the limit, so its Python rows (~2x the text) and Arrow copy stay well inside the half DuckDB leaves."""
+        return self.batch_bytes or max(16 * 2**20, self.limit_bytes // 16)
+
 
 class Workspace:
-    """A work directory and a DuckDB database in it whose memory is capped and which spills there."""
+    """A fresh run directory (inside `work_dir`, or the system's temporary directory), removed on close, and
+    a DuckDB database in it whose memory is capped and which spills there."""
 
     def __init__(self, config: OutOfCoreConfig):
         self.config = config
-        self._own = config.work_dir is None
-        self.root = Path(config.work_dir or tempfile.mkdtemp(prefix="klear-curate-"))
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(self.root / "work.duckdb"))
-        self.con.execute(f"SET memory_limit = '{config.limit_bytes // 2 // 2**20}MiB'")
-        self.con.execute(f"SET temp_directory = {lit(self.root / 'spill')}")
-        self.con.execute(f"SET threads = {max(1, config.threads)}")
-        self.con.execute("SET preserve_insertion_order = false")
+        if config.work_dir is not None:
+            check_work_dir(config.work_dir)
+            Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix="klear-curate-", dir=config.work_dir))
+        try:
+            self.con = duckdb.connect(str(self.root / "work.duckdb"))
+            self.con.execute(f"SET memory_limit = '{config.limit_bytes // 2 // 2**20}MiB'")
+            self.con.execute(f"SET temp_directory = {lit(self.root / 'spill')}")
+            self.con.execute(f"SET threads = {max(1, config.threads)}")
+            self.con.execute("SET preserve_insertion_order = false")
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def dir(self, name: str) -> Path:
         d = self.root / name
@@ -110,8 +135,7 @@ class Workspace:
 
     def close(self) -> None:
         self.con.close()
-        if self._own:
-            shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "Workspace":
         return self
@@ -433,19 +457,17 @@ def contaminated(ws: Workspace, parts: Parts, drop: list[Path], benchmarks: dict
         rows += n
     dec.finish(df, rows)
     cand = np.sort(np.concatenate(cands)) if cands else np.zeros(0, np.int64)
-    hit_ords, names, grams = [], [], []
-    if len(cand):
-        ws.con.register("cand_ords", pa.table({ORD: pa.array(cand)}))
-        ws.con.execute(f"CREATE OR REPLACE TABLE cand_text AS SELECT r.{ORD}, r.{parts.text} AS t FROM {parts.sql} r "
-                       f"JOIN cand_ords c ON c.{ORD} = r.{ORD}")
-        ws.con.unregister("cand_ords")
-        for batch in ws.batches(f"SELECT {ORD}, t FROM cand_text ORDER BY {ORD}"):
-            for o, hit in zip(batch.column(0).to_pylist(), dec.check(batch.column(1))):
-                if hit is not None:
-                    hit_ords.append(o)
-                    names.append(hit[0])
-                    grams.append(hit[1])
-        ws.con.execute("DROP TABLE cand_text")
-    pq.write_table(pa.table({ORD: pa.array(hit_ords, pa.int64()), "benchmark": pa.array(names, pa.string()),
-                             "ngram": pa.array(grams, pa.string())}), out)
+    schema = pa.schema([(ORD, pa.int64()), ("benchmark", pa.string()), ("ngram", pa.string())])
+    with pq.ParquetWriter(out, schema) as w:
+        if len(cand):
+            ws.con.register("cand_ords", pa.table({ORD: pa.array(cand)}))
+            ws.con.execute(f"CREATE OR REPLACE TABLE cand_text AS SELECT r.{ORD}, r.{parts.text} AS t FROM {parts.sql} r "
+                           f"JOIN cand_ords c ON c.{ORD} = r.{ORD}")
+            ws.con.unregister("cand_ords")
+            for batch in ws.batches(f"SELECT {ORD}, t FROM cand_text ORDER BY {ORD}"):
+                hits = [(o, h) for o, h in zip(batch.column(0).to_pylist(), dec.check(batch.column(1))) if h]
+                w.write_table(pa.table({ORD: pa.array([o for o, _ in hits], pa.int64()),
+                                        "benchmark": pa.array([h[0] for _, h in hits], pa.string()),
+                                        "ngram": pa.array([h[1] for _, h in hits], pa.string())}, schema=schema))
+            ws.con.execute("DROP TABLE cand_text")
     return out

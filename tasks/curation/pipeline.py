@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from tasks.curation.code_overlap import CaseOverlap, CaseOverlapConfig, find_case_overlap
 from tasks.curation.config import CurateConfig
-from tasks.curation.cutoff import after_cutoff
+from tasks.curation.cutoff import after_cutoff, is_undated
 from tasks.curation.decontaminate import DecontamConfig, find_contamination
 from tasks.curation.exact_dedup import exact_duplicate_of
 from tasks.curation.layouts import apply_layout
@@ -148,10 +148,9 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
     scores = score_sources({k: [x.problem for x in v] for k, v in valid.items()}, rows_in)
     if config.top_sources is not None and config.top_sources < len(config.sources):
         chosen = set(top_sources(scores, config.top_sources))
-        ranked = sorted(scores, key=lambda s: -scores[s])
         for name in list(valid):
             if name not in chosen:
-                detail = f"source score {scores[name]:.3f} ranked {ranked.index(name) + 1} of {len(ranked)} (top {config.top_sources} kept)"
+                detail = excluded_detail(scores, name, config.top_sources)
                 dropped.extend(_drop(name, k.row, "excluded_source", detail, k.problem.problem, k.problem.id)
                                for k in valid.pop(name))
     rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
@@ -164,7 +163,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
             report.update(0, n)
             late = after_cutoff([k.problem.date for k in rows], config.cutoff_date, config.undated)
             rows = _drop_flagged(rows, late, "after_cutoff", dropped)
-            undated_kept = sum(k.problem.date is None for k in rows)
+            undated_kept = sum(is_undated(k.problem.date) for k in rows)
             report.update(n, n, tokens=n, after_cutoff=n - len(rows), undated_kept=undated_kept)
         log.info("cutoff %s: %d rows dropped after_cutoff, %d undated rows kept", config.cutoff_date,
                  n - len(rows), undated_kept)
@@ -174,8 +173,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
         report.update(0, len(rows))
         dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
         n = len(rows)
-        rows = _split(rows, dup, "duplicate", dropped, lambda kept: f"duplicate of {kept.problem.id} "
-                      f"({kept.problem.source} row {kept.row})")
+        rows = _split(rows, dup, "duplicate", dropped)
         report.update(n, n, tokens=n, duplicate=n - len(rows))
 
     # 5. near dedup
@@ -185,8 +183,7 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
                                    shingle_size=config.near_dup_shingle, seed=config.seed)
         near = near_duplicate_of([k.problem.problem for k in rows], near_cfg)
         n = len(rows)
-        rows = _split(rows, near, "near_duplicate", dropped, lambda kept: f"near duplicate of {kept.problem.id} "
-                      f"({kept.problem.source} row {kept.row})")
+        rows = _split(rows, near, "near_duplicate", dropped)
         report.update(n, n, tokens=n, near_duplicate=n - len(rows))
 
     # 6. decontamination
@@ -203,19 +200,28 @@ def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: N
 def _ingest(spec, dropped: list, report: StepProgress) -> tuple[list[_Kept], int]:
     """Every row of one source → a kept canonical Problem, or a dropped row with its reason."""
     kept, n = [], 0
-    for n, (row, problem, drop) in enumerate(ingest_rows(spec), start=1):
-        if n % READ_REPORT_EVERY == 0:
-            report.update(n, None, tokens=READ_REPORT_EVERY)
+    for n, (row, problem, drop) in enumerate(ingest_rows(spec, report), start=1):
         if drop is not None:
             dropped.append(drop)
         else:
             kept.append(_Kept(problem, row))
-    report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=len(kept))
     return kept, n
 
 
-def ingest_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
-    """Per source row, in order: (row, its canonical Problem, None), or (row, None, its dropped record)."""
+def ingest_rows(spec, report: StepProgress | None = None) -> Iterator[tuple[int, Problem | None, dict | None]]:
+    """Per source row, in order: (row, its canonical Problem, None), or (row, None, its dropped record);
+    `report` gets the rows read every READ_REPORT_EVERY rows and, at the end, the total and rows kept."""
+    n = kept = 0
+    for n, item in enumerate(_ingest_rows(spec), start=1):
+        if report is not None and n % READ_REPORT_EVERY == 0:
+            report.update(n, None, tokens=READ_REPORT_EVERY)
+        kept += item[1] is not None
+        yield item
+    if report is not None:
+        report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=kept)
+
+
+def _ingest_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
     for raw in read_source(spec.path):
         if raw.error:
             yield raw.row, None, _drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw))
@@ -271,29 +277,49 @@ def _drop_flagged(rows: list[_Kept], details: list[str | None], reason: str, dro
     return kept
 
 
-def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list, detail) -> list[_Kept]:
+def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list) -> list[_Kept]:
     kept = []
     for k, d in zip(rows, dup_of.tolist()):
         if d < 0:
             kept.append(k)
         else:
-            dropped.append(_drop(k.problem.source, k.row, reason, detail(rows[d]), k.problem.problem, k.problem.id))
+            first = rows[d]
+            dropped.append(_drop(k.problem.source, k.row, reason, DUPLICATE_DETAIL[reason].format(
+                id=first.problem.id, source=first.problem.source, row=first.row), k.problem.problem, k.problem.id))
     return kept
+
+
+DUPLICATE_DETAIL = {  # the detail of a (near) duplicate names the row kept in its place
+    "duplicate": "duplicate of {id} ({source} row {row})",
+    "near_duplicate": "near duplicate of {id} ({source} row {row})",
+}
+
+
+def excluded_detail(scores: dict[str, float], name: str, top: int) -> str:
+    """`excluded_source` detail: the source's score and rank among all sources."""
+    ranked = sorted(scores, key=lambda s: -scores[s])
+    return f"source score {scores[name]:.3f} ranked {ranked.index(name) + 1} of {len(ranked)} (top {top} kept)"
+
+
+def tally(rows_in: dict[str, int], outcomes) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """(counts, by_source) from (source, outcome, n) triples, outcome "kept" or a drop reason; asserts that
+    every input row is kept or dropped exactly once."""
+    counts = {"kept": 0, **{r: 0 for r in REASONS}}
+    by_source = {s: {"rows_in": n, "kept": 0, **{r: 0 for r in REASONS}} for s, n in rows_in.items()}
+    for source, outcome, n in outcomes:  # invalid_tests (unjudgeable tests) is counted only where it happens
+        counts[outcome] = counts.get(outcome, 0) + n
+        by_source[source][outcome] = by_source[source].get(outcome, 0) + n
+    assert sum(counts.values()) == sum(rows_in.values()), "every input row is kept or dropped exactly once"
+    return counts, by_source
 
 
 def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], scores: dict[str, float],
             undated_kept: int | None = None) -> CurationResult:
     order = {name: i for i, name in enumerate(rows_in)}
     dropped.sort(key=lambda d: (order[d["source"]], d["row"]))
-    counts = {"kept": len(rows), **{r: 0 for r in REASONS}}
-    by_source = {s: {"rows_in": n, "kept": 0, **{r: 0 for r in REASONS}} for s, n in rows_in.items()}
-    for k in rows:
-        by_source[k.problem.source]["kept"] += 1
-    for d in dropped:  # invalid_tests (tests that cannot be judged) is counted only where it happens
-        counts[d["reason"]] = counts.get(d["reason"], 0) + 1
-        by_source[d["source"]][d["reason"]] = by_source[d["source"]].get(d["reason"], 0) + 1
+    counts, by_source = tally(rows_in, [(k.problem.source, "kept", 1) for k in rows]
+                              + [(d["source"], d["reason"], 1) for d in dropped])
     total = sum(rows_in.values())
-    assert counts["kept"] + len(dropped) == total, "every input row is kept or dropped exactly once"
     return CurationResult(
         problems=pa.Table.from_pylist([k.problem.as_row() for k in rows], schema=PROBLEM_SCHEMA),
         dropped=pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA),

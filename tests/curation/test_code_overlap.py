@@ -160,3 +160,64 @@ def test_a_value_nested_too_deep_to_normalise_is_no_case_and_no_crash():
         deep = [deep]
     row = {"fn_name": "f", "inputs": [[1], [2]], "outputs": [deep, 3]}
     assert normalised_cases(row) == [] and one(row, [SUM]) is None
+
+
+def test_apps_wrapped_call_outputs_match_bare_return_values():
+    """APPS/TACO wrap each expected value in a one-element list and the judge (unwrap_outputs) accepts the
+    bare value, so [[3], [12], [27]] and [3, 12, 27] are one set of cases."""
+    bench = {"fn_name": "triple", "inputs": [[1], [4], [9]], "outputs": [3, 12, 27]}
+    row = {"fn_name": "times_three", "inputs": [[1], [4], [9]], "outputs": [[3], [12], [27]]}
+    assert one(row, [bench]).shared == 3
+
+
+def test_a_wrapped_list_return_value_matches_the_bare_list():
+    """A function returning a list, one side APPS-wrapped: [[1]] vs [1] and [[1, 2]] vs [1, 2]."""
+    bench = {"fn_name": "f", "inputs": [[1], [2]], "outputs": [[1], [1, 2]]}
+    row = {"fn_name": "g", "inputs": [[1], [2]], "outputs": [[[1]], [[1, 2]]]}
+    assert one(row, [bench]).shared == 2
+
+
+def test_three_versions_of_one_benchmark_still_catch_an_exact_copy():
+    """HumanEval, HumanEval+ and a third version: the same problems, different test sets. A case of theirs
+    sits in 3 benchmark problems but in one group of versions, so it stays evidence."""
+    cases = list(zip(SUM["inputs"], SUM["outputs"]))
+    rev = list(zip(REVERSE["inputs"], REVERSE["outputs"]))
+    versions = {"he": [SUM, REVERSE],
+                "he+": [io(*cases, *[(f"{i} {i}\n", f"{2 * i}\n") for i in range(50, 60)]), io(*rev, ("ab\n", "ba\n"))],
+                "he3": [io(*cases, ("7 7\n", "14\n")), io(*rev, ("xy\n", "yx\n"))]}
+    hit = find_case_overlap([SUM], versions)[0]
+    assert (hit.benchmark, hit.problem, hit.shared, hit.of) == ("he", 0, 4, 4)
+
+
+def test_cases_in_two_problems_of_one_benchmark_do_not_make_versions():
+    """b1 and b2 are two problems of one benchmark sharing TRIVIAL: versions of one problem hold a case once
+    per benchmark, so TRIVIAL is no evidence that a1 is a version of either, and in 3 groups it stays
+    trivial (2 of min(4, 3) shared were it evidence)."""
+    bench = {"a": [io(*TRIVIAL, ("a\n", "b\n"), ("c\n", "d\n"))],
+             "b": [io(*TRIVIAL, ("e\n", "f\n")), io(*TRIVIAL, ("g\n", "h\n"))]}
+    row = io(*TRIVIAL, ("x\n", "y\n"), ("z\n", "w\n"))
+    assert find_case_overlap([row], bench) == [None]
+
+
+def test_a_group_of_versions_never_takes_two_problems_of_one_benchmark():
+    """b1 holds the cases of a1 and of a2 (two problems of benchmark a): it joins one of them, never both."""
+    a1, a2 = io(("1 1\n", "2\n"), ("2 2\n", "4\n"), ("3 3\n", "6\n")), io(("ab\n", "ba\n"), ("cd\n", "dc\n"))
+    b1 = io(*zip(a1["inputs"], a1["outputs"]), *zip(a2["inputs"], a2["outputs"]))
+    group = BenchmarkTests({"a": [a1, a2], "b": [b1]}).group
+    assert group[0] != group[1] and group[2] == group[0]
+
+
+def test_copies_of_one_benchmark_problem_in_a_small_dataset_do_not_hide_each_other():
+    """Five reworded copies among 20 rows with tests would reach train_min_docs (5) were they counted
+    five times; rows with identical case sets count once."""
+    others = [io((f"{i}a\n", f"{i}b\n"), (f"{i}c\n", f"{i}d\n")) for i in range(15)]
+    hits = find_case_overlap([SUM] * 5 + others, {"b": [SUM, REVERSE]})
+    assert [h is not None for h in hits] == [True] * 5 + [False] * 15
+
+
+def test_copies_in_different_chunks_count_once_with_one_seen_set():
+    """Out of core: one `seen` set passed to every chunk's row_frequency counts a case set once overall."""
+    bench = BenchmarkTests({"b": [SUM, REVERSE]})
+    seen: set = set()
+    df = sum(bench.row_frequency(chunk, seen=seen) for chunk in ([case_hashes(SUM)] * 3, [case_hashes(SUM)] * 2))
+    assert df.max() == 1

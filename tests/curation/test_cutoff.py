@@ -4,7 +4,7 @@ import datetime
 import pytest
 
 from tasks.curation.config import CurateConfig
-from tasks.curation.cutoff import after_cutoff, check_cutoff_date
+from tasks.curation.cutoff import after_cutoff, check_cutoff_date, is_undated
 
 CUT = "2024-08-01"
 
@@ -49,3 +49,16 @@ def test_config_checks_the_cutoff_date_itself():
 def test_config_takes_a_date_value_as_yaml_reads_it():
     cfg = CurateConfig(sources=[{"name": "a", "path": "a.jsonl"}], cutoff_date=datetime.date(2024, 8, 1))
     assert cfg.cutoff_date == CUT and cfg.model_dump()["cutoff_date"] == CUT
+
+
+def test_none_and_blank_dates_are_undated():
+    assert [is_undated(v) for v in (None, "", "   ")] == [True, True, True]
+
+
+def test_a_date_is_not_undated():
+    assert is_undated("2024-07-31") is False
+
+
+def test_after_cutoff_treats_a_blank_date_as_undated():
+    """The cutoff itself follows is_undated: a blank date is no date, dropped with undated drop."""
+    assert after_cutoff(["  "], CUT, "drop") == ["no date (cutoff 2024-08-01, undated rows dropped)"]

@@ -44,9 +44,12 @@ def test_dask_local_gives_the_in_memory_version(tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--memory-limit", "lots"], "--memory-limit lots: 'lots' is not a size"),
     (["--memory-limit", "1MB"], "--memory-limit 1MB: '1MB' is below 64MiB"),
-    (["--dask", "tcp://127.0.0.1:1"], "--dask tcp://127.0.0.1:1: cannot reach the scheduler"),
+    (["--dask", "tcp://127.0.0.1:1", "--work-dir", "{tmp}/w"], "--dask tcp://127.0.0.1:1: cannot reach the scheduler"),
+    (["--dask", "tcp://127.0.0.1:1"], "--dask tcp://127.0.0.1:1: give --work-dir"),
+    (["--memory-limit", "1GB", "--work-dir", "{tmp}/run[1]"], "--work-dir {tmp}/run[1]: "),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(tmp_path, flags, message):
+    flags, message = [f.format(tmp=tmp_path) for f in flags], message.format(tmp=tmp_path)
     r = _klear(tmp_path, *_sources(tmp_path), "--store", str(tmp_path / "store"), *flags)
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
