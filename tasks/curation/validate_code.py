@@ -10,6 +10,9 @@ For each code row of a dataset version:
                                                      → dropped `weak_tests` (detail: survived k of n
                                                        mutants, one example mutation), or with
                                                        weak_tests="tag" kept and flagged in verifications
+- the tests accept mutants that no probe input could judge, enough to make them weak if those differ
+  (strength.py: undetermined)                        → kept, flagged: weak_tests null and
+                                                       mutants_undetermined > 0 in verifications
 - a sandbox fault that survives the sandbox's retries fails the step (never scored as a failing reference,
   nor as a mutant either way).
 Test count: `sandbox.testcases.count_tests`, what will run and be scored as separate tests (stdin/stdout
@@ -49,9 +52,9 @@ def _strength_columns(st: Strength | None) -> dict:
     """The verifications columns of mutant scoring (null where a problem was not scored)."""
     if st is None:
         return {"mutants_generated": None, "mutants_changing": None, "mutants_survived": None,
-                "weak_tests": None, "mutant_example": None}
+                "weak_tests": None, "mutant_example": None, "mutants_undetermined": None}
     return {"mutants_generated": st.generated, "mutants_changing": st.changing, "mutants_survived": st.survived,
-            "weak_tests": st.weak, "mutant_example": st.example}
+            "weak_tests": st.weak, "mutant_example": st.example, "mutants_undetermined": st.undetermined}
 
 
 def _slowest_cpu(result: dict) -> float:
@@ -107,7 +110,7 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
         verifications.append({"problem_id": rows[i]["id"], "verdict": res["verdict"], "passed": res["passed"],
                               "total": res["total"], "reward": res["reward"],
                               "details": json.dumps(res.get("details"), default=str), **_strength_columns(st)})
-        if st is not None and st.weak and strength.weak_tests == "drop":
+        if st is not None and st.weak is True and strength.weak_tests == "drop":
             drops[i] = ("weak_tests", f"tests accept {st.survived} of {st.changing} behaviour-changing mutants "
                                       f"of the reference (more than {strength.max_survival:g}); e.g. {st.example}")
     for i, (reason, _) in drops.items():
@@ -119,7 +122,9 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
                 "problem": rows[i]["problem"]} for i, (reason, detail) in sorted(drops.items())]
     summary = {}
     if strength.enabled:
-        summary = {"scored": len(scores), "weak": sum(st.weak for st in scores.values()),
+        summary = {"scored": len(scores), "weak": sum(st.weak is True for st in scores.values()),
+                   "undetermined": sum(st.weak is None for st in scores.values()),
+                   "mutants_undetermined": sum(st.undetermined for st in scores.values()),
                    "mutants": sum(st.generated for st in scores.values()),
                    "changing": sum(st.changing for st in scores.values()),
                    "survived": sum(st.survived for st in scores.values()), "action": strength.weak_tests}

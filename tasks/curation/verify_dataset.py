@@ -9,7 +9,9 @@ created, then (added after them, so existing columns keep their place) the mutan
 tests, failing reference, scoring off): mutants_generated, mutants_changing (shown to behave differently
 from the reference), mutants_survived (of those, accepted by every test), weak_tests (the problem's tests
 accept more than max_survival of them; dropped with reason `weak_tests`, or kept when the setting says
-"tag"), mutant_example (one surviving mutation)."""
+"tag"; null also where the problem was scored but is undetermined), mutant_example (one surviving mutation),
+then mutants_undetermined (accepted by every test, judged by no probe input; when they could make the tests
+weak, weak_tests is null rather than False and the problem is kept)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +31,7 @@ VERIFICATIONS_SCHEMA = pa.schema([
     ("dataset", pa.string()), ("problem_id", pa.string()), ("verdict", pa.string()), ("passed", pa.int64()),
     ("total", pa.int64()), ("reward", pa.float64()), ("details", pa.string()), ("created", pa.string()),
     ("mutants_generated", pa.int64()), ("mutants_changing", pa.int64()), ("mutants_survived", pa.int64()),
-    ("weak_tests", pa.bool_()), ("mutant_example", pa.string())])
+    ("weak_tests", pa.bool_()), ("mutant_example", pa.string()), ("mutants_undetermined", pa.int64())])
 
 
 def validation_version_id(parent: str, min_tests: int, verify_config, strength=None) -> str:

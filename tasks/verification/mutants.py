@@ -23,19 +23,27 @@ Rules:
 - A mutant is kept only if it compiles, differs in text from the reference (both as `ast.unparse` prints
   them, so formatting never counts as a change) and from every mutant kept before it.
 The mutant's code is `ast.unparse` of the edited tree (comments and layout of the reference are lost;
-the program's meaning is not).
+the program's meaning is not); `reference_text(code)` is the reference printed the same way, the baseline a
+mutant is compared with (tasks/verification/strength.py), so the text's form is never the difference.
+- Never an exception: a reference that cannot be mutated (it does not parse, or is nested too deeply for
+  Python's recursion limit, e.g. a 1,000-term `a + a + ... + a`) gives no mutants, and the returned list's
+  `reason` says why (None when mutants were made). Cost is linear in the program's size per mutant: a
+  mutation operator copies only the node it replaces (its children are shared, never deep-copied), and a
+  mutant is printed by swapping that node into the reference's tree and back, not from a copy of the tree.
 """
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-__all__ = ["MUTATORS", "Mutant", "generate_mutants", "register_mutator"]
+__all__ = ["MUTATORS", "Mutant", "Mutants", "generate_mutants", "reference_text", "register_mutator"]
 
-Mutator = Callable[[ast.AST], list[ast.AST]]  # a node -> its replacements (new nodes; the input is untouched)
+Mutator = Callable[[ast.AST], list[ast.AST]]  # a node -> its replacements: new nodes that may share the input's
+#   children (a shallow copy, so counting sites stays linear); neither the input nor its children are modified
 MUTATORS: dict[str, Mutator] = {}
 
 
@@ -47,6 +55,14 @@ def register_mutator(name: str):
         MUTATORS[name] = fn
         return fn
     return add
+
+
+class Mutants(list):
+    """generate_mutants' answer: a list of Mutant, and `reason` (why there are none; None when there are)."""
+
+    def __init__(self, items=(), reason: str | None = None):
+        super().__init__(items)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -69,9 +85,9 @@ def _plus(node: ast.expr, k: int) -> ast.expr:
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and _int(node.right):
         total = (node.right.value if isinstance(node.op, ast.Add) else -node.right.value) + k
         if total == 0:
-            return copy.deepcopy(node.left)
-        return ast.BinOp(copy.deepcopy(node.left), ast.Add() if total > 0 else ast.Sub(), ast.Constant(abs(total)))
-    return ast.BinOp(copy.deepcopy(node), ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
+            return node.left
+        return ast.BinOp(node.left, ast.Add() if total > 0 else ast.Sub(), ast.Constant(abs(total)))
+    return ast.BinOp(node, ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
 
 
 # ------------------------------------------------------------------------------------------ operators
@@ -85,7 +101,7 @@ def arithmetic(node: ast.AST) -> list[ast.AST]:
     """Swap a binary operator, also in `x op= y`: + ↔ -, * ↔ //, / → *, % → //, ** → *, << ↔ >>, & ↔ |,
     ^ → |. The slip of the wrong sign or the wrong division."""
     if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH:
-        new = copy.deepcopy(node)
+        new = copy.copy(node)
         new.op = _ARITH[type(node.op)]()
         return [new]
     return []
@@ -108,8 +124,8 @@ def comparison(node: ast.AST) -> list[ast.AST]:
     out = []
     for i, op in enumerate(node.ops):
         if type(op) in _COMPARE:
-            new = copy.deepcopy(node)
-            new.ops[i] = _COMPARE[type(op)]()
+            new = copy.copy(node)
+            new.ops = [*node.ops[:i], _COMPARE[type(op)](), *node.ops[i + 1:]]
             out.append(new)
     return out
 
@@ -118,11 +134,11 @@ def comparison(node: ast.AST) -> list[ast.AST]:
 def logical(node: ast.AST) -> list[ast.AST]:
     """`and` ↔ `or`; `not x` → `x`. The wrong connective, the forgotten negation."""
     if isinstance(node, ast.BoolOp):
-        new = copy.deepcopy(node)
+        new = copy.copy(node)
         new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
         return [new]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return [copy.deepcopy(node.operand)]
+        return [node.operand]
     return []
 
 
@@ -152,19 +168,19 @@ def boundary(node: ast.AST) -> list[ast.AST]:
     when there is no step). The fencepost error."""
     out = []
     if _range_call(node):
-        new = copy.deepcopy(node)
-        new.args[-1] = _plus(node.args[-1], -1)
+        new = copy.copy(node)
+        new.args = [*node.args[:-1], _plus(node.args[-1], -1)]
         out.append(new)
         if len(node.args) == 2:
-            new = copy.deepcopy(node)
-            new.args[0] = _plus(node.args[0], 1)
+            new = copy.copy(node)
+            new.args = [_plus(node.args[0], 1), node.args[1]]
             out.append(new)
     elif isinstance(node, ast.Slice):
         for side in ("lower", "upper"):
             bound = getattr(node, side)
             if bound is None and node.step is not None:
                 continue
-            new = copy.deepcopy(node)
+            new = copy.copy(node)
             setattr(new, side, ast.Constant(1 if side == "lower" else -1) if bound is None else _plus(bound, 1))
             out.append(new)
     return out
@@ -204,7 +220,8 @@ def _describe(old: ast.AST, new: ast.AST) -> str:
 
 
 def _sites(tree: ast.Module) -> dict[str, list[tuple[int, int]]]:
-    """operator -> [(slot number, replacement number)], in walk order."""
+    """operator -> [(slot number, replacement number)], in walk order (each mutator sees each node once and
+    copies no subtree, so this is linear in the program's size)."""
     sites: dict[str, list[tuple[int, int]]] = {name: [] for name in MUTATORS}
     for n, (_, _, _, node) in enumerate(_slots(tree)):
         for name, mutate in MUTATORS.items():
@@ -213,16 +230,23 @@ def _sites(tree: ast.Module) -> dict[str, list[tuple[int, int]]]:
 
 
 def _apply(tree: ast.Module, operator: str, slot: int, choice: int) -> tuple[str, int, str]:
-    """(code, line, description) of the tree with slot `slot` replaced by the operator's `choice`."""
-    edited = copy.deepcopy(tree)
-    parent, field, index, node = next(s for k, s in enumerate(_slots(edited)) if k == slot)
+    """(code, line, description) of the tree with slot `slot` replaced by the operator's `choice`: the
+    replacement is put in place, the tree printed, and the original node put back (no copy of the tree)."""
+    parent, field, index, node = next(s for k, s in enumerate(_slots(tree)) if k == slot)
     new = MUTATORS[operator](node)[choice]
     description = _describe(node, new)
     if index is None:
         setattr(parent, field, new)
     else:
         getattr(parent, field)[index] = new
-    return ast.unparse(ast.fix_missing_locations(edited)), getattr(node, "lineno", 0), description
+    try:
+        text = ast.unparse(tree)
+    finally:
+        if index is None:
+            setattr(parent, field, node)
+        else:
+            getattr(parent, field)[index] = node
+    return text, getattr(node, "lineno", 0), description
 
 
 def _order(sites: dict[str, list[tuple[int, int]]], rng: random.Random) -> Iterator[tuple[str, int, int]]:
@@ -231,30 +255,52 @@ def _order(sites: dict[str, list[tuple[int, int]]], rng: random.Random) -> Itera
     for name in MUTATORS:
         q = list(sites[name])
         rng.shuffle(q)
-        queues[name] = q
+        queues[name] = collections.deque(q)
     while any(queues.values()):
         for name in MUTATORS:
             if queues[name]:
-                slot, choice = queues[name].pop(0)
+                slot, choice = queues[name].popleft()
                 yield name, slot, choice
 
 
-def generate_mutants(code: str, limit: int, seed: int = 0, key: object = "") -> list[Mutant]:
-    """Up to `limit` distinct, compiling mutants of `code` (none when it does not parse or limit <= 0)."""
+_UNMUTABLE = Exception  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError, and a mutator's own
+#   fault: any of them costs the problem its mutants (with the reason), never the verify stage
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "too deeply nested to mutate (RecursionError)"
+    return f"cannot be mutated ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def reference_text(code: str) -> str | None:
+    """The reference as its mutants are printed (`ast.unparse`), or None when it cannot be printed so."""
+    try:
+        return ast.unparse(ast.parse(code))
+    except _UNMUTABLE:
+        return None
+
+
+def generate_mutants(code: str, limit: int, seed: int = 0, key: object = "") -> Mutants:
+    """Up to `limit` distinct, compiling mutants of `code`; none (with `reason`) when it cannot be parsed or
+    printed, has no mutation site, or limit <= 0. Never raises for the code it is given."""
     if limit <= 0:
-        return []
+        return Mutants(reason="mutant scoring is off (limit 0)")
     try:
         tree = ast.parse(code)
         reference = ast.unparse(tree)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        sites = _sites(tree)
+    except _UNMUTABLE as exc:
+        return Mutants(reason=f"does not parse ({exc.msg})" if isinstance(exc, SyntaxError) else _why(exc))
     seen = {reference}
-    out: list[Mutant] = []
-    for operator, slot, choice in _order(_sites(tree), random.Random(f"{seed}:{key}")):
+    out = Mutants()
+    failed: BaseException | None = None
+    for operator, slot, choice in _order(sites, random.Random(f"{seed}:{key}")):
         try:
             text, line, description = _apply(tree, operator, slot, choice)
             compile(text, "<mutant>", "exec")
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except _UNMUTABLE as exc:
+            failed = failed or exc
             continue
         if text in seen:
             continue
@@ -262,4 +308,7 @@ def generate_mutants(code: str, limit: int, seed: int = 0, key: object = "") -> 
         out.append(Mutant(text, operator, line, description))
         if len(out) >= limit:
             break
+    if not out:
+        out.reason = _why(failed) if failed is not None else (
+            "no mutation site" if not any(sites.values()) else "every mutant equals the reference or another one")
     return out

@@ -8,15 +8,34 @@ reference from one that only passes the tests.
 The outputs are placeholders: the sandbox runs the reference and a mutant on the probes and the host
 compares what they printed or returned (tasks/verification/strength.py), so no expected value is needed.
 
-Which inputs (the rule, and why it keeps to the problem's domain as far as a generic rule can):
-- stdin/stdout: a test input with ONE integer token moved by one, away from zero or towards it but never
+Which inputs (the rule, and why it keeps to the problem's domain as far as a generic rule can): a probe
+keeps the test input's SHAPE, since a program need only be right on inputs of the stated form, and a
+mutant that differs only on a malformed input (a count that no longer matches what follows it) is an
+equivalent program, which would call good tests weak.
+- stdin/stdout: a test input with ONE value token moved by one, away from zero or towards it but never
   to or across zero (5 → 6 or 4, 1 → 2, 0 → 1, -3 → -4 or -2), so a size stays a size and a sign stays a
-  sign; when the input has no integer, one word of two or more letters loses its last letter.
-  At most four token positions per input (first, last, two between), inputs up to 20,000 characters.
-- call-based: a test's argument list with ONE argument changed the same way: an int as above, a float
-  moved by one away from zero, a bool flipped, a string of 2+ characters shortened by its last character
-  or reversed, a list of 2+ items shortened by its last item or reversed, or one of its first, middle or
-  last items changed by these rules (two levels deep).
+  sign. Never moved, because it may count what follows it (`n` then n numbers, `T` test cases, `n m`
+  then n rows): the first integer of the input, and any integer equal to the number of tokens on the
+  next non-blank line, to the number of non-blank lines after its own, to the number of tokens after it
+  on its own line, or to the length of the next non-blank line when that line is one token (a string or
+  a grid row), unless 0 (a zero after the first integer counts nothing that could fall out of step; moved
+  to 1 it asks for an item that is not there, and the reference's crash discards the probe). A value that
+  happens to equal such a count is kept too: fewer probes, never a wrong one.
+  Tokens are never reordered or dropped (no reversal or shortening, unlike call-based lists: a stdin
+  sequence is often stated sorted, distinct or of a given length, and a reordered one leaves the domain;
+  a ±1 move can still break a stated order or distinctness, the one way left out of the domain). When
+  the input has no integer, one word of two or more letters loses its last letter.
+  At most four movable token positions per input (first, last, two between), inputs up to 20,000
+  characters.
+- call-based: a test's argument list with ONE argument changed: an int as above, a float moved by one
+  away from zero, a bool flipped, a string of 2+ characters shortened by its last character or reversed,
+  a list of 2+ items shortened by its last item or reversed, or one of its first, middle or last items
+  changed by these rules (two levels deep). Shape kept as for stdin: an int argument equal to the length
+  of a list or string argument of the same call is not moved, and such a list or string is not
+  shortened (`f(arr, n)` with n = len(arr)). Lists keep their reversal and item changes even when the
+  test's list happens to be sorted: a call's arguments carry no statement of their domain, and on the
+  MBPP fixture (bench/strength.py) dropping them lost a survivor that is wrong on an in-domain input
+  (`range(len(nums))` → `range(len(nums) - 1)` in "the first duplicate in an array").
 - assert-style: the calls `f(literal, ...)` of a function the reference defines at top level, found in
   the asserts (also under another name bound to it: `g = f`, or HumanEval's `def check(candidate)` +
   `check(f)`; the most called such function; literal arguments that JSON carries, tuples as lists, as a
@@ -32,6 +51,7 @@ discarded by the caller, so a probe outside the problem's domain costs a run, no
 from __future__ import annotations
 
 import ast
+import bisect
 import json
 import math
 import random
@@ -48,6 +68,7 @@ MAX_POSITIONS = 4  # token or item positions varied per input / list
 MAX_ARGS = 6  # argument positions varied per call
 _INT = re.compile(r"(?<![\w.+-])-?\d+(?![\w.])")
 _WORD = re.compile(r"(?<!\w)[A-Za-z]{2,}(?!\w)")
+_TOKEN = re.compile(r"\S+")
 
 
 def _positions(n: int) -> list[int]:
@@ -65,14 +86,45 @@ def _int_moves(v: int) -> list[int]:
     return [1]
 
 
+def _counts(text: str, tokens: list[re.Match]) -> set[int]:
+    """Indices of the integer tokens that may count what follows them (the module's stdin rule). Linear in
+    the input (plus a log per token)."""
+    lines = text.split("\n")
+    starts, words = [], []  # each line's offset; the offsets of its whitespace-separated tokens
+    offset = 0
+    for line in lines:
+        starts.append(offset)
+        words.append([offset + w.start() for w in _TOKEN.finditer(line)])
+        offset += len(line) + 1
+    following = [0] * (len(lines) + 1)  # non-blank lines after line r; the next non-blank one
+    nxt: list[int | None] = [None] * (len(lines) + 1)
+    for r in range(len(lines) - 1, -1, -1):
+        following[r] = following[r + 1] + (1 if words[r + 1:r + 2] and words[r + 1] else 0)
+        nxt[r] = (r + 1) if r + 1 < len(lines) and words[r + 1] else nxt[r + 1]
+    counts = {0}
+    for k, m in enumerate(tokens):
+        r = bisect.bisect_right(starts, m.start()) - 1
+        sizes = {following[r], len(words[r]) - bisect.bisect_right(words[r], m.start())}
+        if nxt[r] is not None:
+            n = nxt[r]
+            sizes.add(len(words[n]))
+            if len(words[n]) == 1:
+                sizes.add(len(lines[n].strip()))
+        if int(m.group()) in sizes - {0}:  # a zero counts nothing that a move could put out of step
+            counts.add(k)
+    return counts
+
+
 def _stdin_moves(text: str) -> list[str]:
     if len(text) > MAX_INPUT_CHARS:
         return []
     tokens = list(_INT.finditer(text))
     out = []
     if tokens:
-        for p in _positions(len(tokens)):
-            m = tokens[p]
+        counts = _counts(text, tokens)
+        movable = [m for k, m in enumerate(tokens) if k not in counts]
+        for p in _positions(len(movable)):
+            m = movable[p]
             for v in _int_moves(int(m.group())):
                 out.append(text[:m.start()] + str(v) + text[m.end():])
         return out
@@ -83,28 +135,32 @@ def _stdin_moves(text: str) -> list[str]:
     return out
 
 
-def _value_moves(v: Any, depth: int = 0) -> list[Any]:
+def _value_moves(v: Any, depth: int = 0, resize: bool = True) -> list[Any]:
+    """`resize`: False when the value's length is pinned by the input's shape (it is not shortened)."""
     if type(v) is bool:
         return [not v]
     if type(v) is int:
-        return _int_moves(v)
+        return _int_moves(v) if resize else []
     if type(v) is float:
         return [v + 1.0 if v >= 0 else v - 1.0] if math.isfinite(v) else []
-    if type(v) is str:
-        return [m for m in (v[:-1], v[::-1]) if m != v] if len(v) >= 2 else []
-    if type(v) is list:
-        out = [m for m in (v[:-1], v[::-1]) if m != v] if len(v) >= 2 else []
-        if depth < 1:
-            for p in _positions(len(v)):
-                out += [v[:p] + [m] + v[p + 1:] for m in _value_moves(v[p], depth + 1)]
-        return out
-    return []
+    if type(v) in (str, list) and len(v) >= 2:
+        out = [m for m in ([v[:-1]] if resize else []) + [v[::-1]] if m != v]
+    else:
+        out = []
+    if type(v) is list and depth < 1:
+        for p in _positions(len(v)):
+            out += [v[:p] + [m] + v[p + 1:] for m in _value_moves(v[p], depth + 1)]
+    return out
 
 
 def _arg_moves(args: list) -> list[list]:
+    lengths = {len(a) for a in args if type(a) in (list, str)}
+    sizes = {a for a in args if type(a) is int}
     out = []
     for p in range(min(len(args), MAX_ARGS)):
-        out += [args[:p] + [m] + args[p + 1:] for m in _value_moves(args[p])]
+        a = args[p]
+        pinned = (type(a) is int and a in lengths) or (type(a) in (list, str) and len(a) in sizes)
+        out += [args[:p] + [m] + args[p + 1:] for m in _value_moves(a, resize=not pinned)]
     return out
 
 

@@ -101,3 +101,33 @@ def test_limit_zero_is_off():
 def test_a_name_registers_once():
     with pytest.raises(ValueError, match="already registered"):
         register_mutator("arithmetic")(lambda node: [])
+
+
+def test_a_reference_too_deep_to_mutate_gives_no_mutants_and_a_reason_never_an_exception():
+    made = generate_mutants("x = " + " + ".join(["a"] * 1000), limit=6)  # ast.unparse itself recurses too deep
+    assert made == [] and "too deeply nested" in made.reason
+
+
+def test_a_300_term_expression_is_mutated():
+    # the reviewer's case: deep-copying the 300-level BinOp chain raised RecursionError out of the stage
+    code = "x = " + " + ".join(["a"] * 300)
+    made = generate_mutants(code, limit=6)
+    assert len(made) == 6 and made.reason is None
+    assert {m.operator for m in made} == {"arithmetic"} and all(m.code.count(" - ") == 1 for m in made)
+
+
+def test_sites_and_mutants_copy_no_subtree(monkeypatch):
+    import copy
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a subtree was deep-copied")
+
+    expected = [m.code for m in _mutants()]
+    monkeypatch.setattr(copy, "deepcopy", boom)
+    assert [m.code for m in _mutants()] == expected
+
+
+@pytest.mark.parametrize("code, reason", [("def f(:\n", "does not parse"),
+                                          ("print('no operators here')\n", "no mutation site")])
+def test_no_mutants_say_why(code, reason):
+    assert reason in _mutants(code).reason

@@ -1,6 +1,8 @@
 """Probe inputs (pure): near the tests' inputs, in a form the sandbox runs, deterministic, never a test."""
 import json
 
+import pytest
+
 from sandbox.testcases import parse_tests
 from tasks.verification.probes import derive_probes
 
@@ -11,9 +13,9 @@ CODE = "def f(x):\n    return x * x\n"
 
 
 def test_stdin_probes_move_one_integer_by_one_keeping_its_sign():
-    probes = derive_probes(STDIO, "", limit=100)
-    assert sorted(probes["inputs"]) == sorted(["4\n1 5 -2\n", "2\n1 5 -2\n", "3\n2 5 -2\n", "3\n1 6 -2\n",
-                                               "3\n1 4 -2\n", "3\n1 5 -3\n", "3\n1 5 -1\n"])
+    probes = derive_probes(STDIO, "", limit=100)  # the count `3` is never moved (see below)
+    assert sorted(probes["inputs"]) == sorted(["3\n2 5 -2\n", "3\n1 6 -2\n", "3\n1 4 -2\n", "3\n1 5 -3\n",
+                                               "3\n1 5 -1\n"])
     assert probes["outputs"] == [""] * len(probes["inputs"])  # placeholders: the host compares two programs
 
 
@@ -65,3 +67,28 @@ def test_assert_style_calls_through_an_alias_and_tuples_as_lists():
              "check(f)\n")
     probes = derive_probes({"assert_code": check}, "def f(xs):\n    return sum(xs)\n", limit=4)
     assert probes["fn_name"] == "f" and probes["inputs"][:2] == [[[1, 2]], [[5]]]
+
+
+def _lines(text):
+    return [line.split() for line in text.split("\n")]
+
+
+@pytest.mark.parametrize("text, counts", [
+    ("4\n7 1 9 3\n", [(0, 0)]),  # n, then n numbers (the reviewer's `a[:n]` program)
+    ("2\n3\n5 1 4\n2\n8 6\n", [(0, 0), (1, 0), (3, 0)]),  # T test cases, each with its own n
+    ("3 2\n5 1\n4 4\n8 6\n", [(0, 0), (0, 1)]),  # n rows of m numbers
+    ("1\n3 8 2 9\n", [(0, 0), (1, 0)]),  # `k a1..ak` on one line
+])
+def test_stdin_probes_never_move_a_count_of_what_follows(text, counts):
+    # a moved count makes a malformed input, on which `a[:n + 1]` and `a[:n]` differ though they agree on
+    # every valid one
+    probes = derive_probes({"inputs": [text], "outputs": ["0\n"]}, "", limit=100)["inputs"]
+    assert probes
+    for probe in probes:
+        assert [len(w) for w in _lines(probe)] == [len(w) for w in _lines(text)]
+        assert all(_lines(probe)[r][c] == _lines(text)[r][c] for r, c in counts), probe
+
+
+def test_call_probes_keep_a_length_argument_in_step_with_its_list():
+    probes = derive_probes({"fn_name": "f", "inputs": [[[5, 1, 4], 3]], "outputs": [0]}, "", limit=100)["inputs"]
+    assert probes and all(len(xs) == n == 3 for xs, n in probes)
