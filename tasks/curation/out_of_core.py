@@ -1,10 +1,10 @@
 """Out-of-core dedup and decontamination: the same rules as exact_dedup.py, near_dedup.py and
 decontaminate.py, over Parquet parts on disk, with memory bounded by a setting instead of the input size.
 
-Input: a `Parts` directory of Parquet files, each at most `batch_rows` rows, holding `_ord` (int64, the
-global order: earlier wins), a text column and (for exact dedup) a key column. Work that reads text runs
-per part (`PartRunner`: in this process, or on Dask workers: runners.py); everything that groups across
-parts is a DuckDB query with `memory_limit` set, spilling to the work directory.
+Input: `Parts`, Parquet files of bounded size holding `_ord` (int64, the global order: earlier wins), a
+text column and (for exact dedup) a key column. Work that reads text runs per part (`LocalRunner` in this
+process, or `DaskRunner` on Dask workers: `part_runner`); everything that groups across parts is a DuckDB
+query with `memory_limit` set, spilling to the run's directory.
 
 1. exact dedup: rows with equal keys are duplicates of the row with the smallest `_ord`
        SELECT key, min(_ord) FROM rows GROUP BY key HAVING count(*) > 1
@@ -19,20 +19,21 @@ parts is a DuckDB query with `memory_limit` set, spilling to the work directory.
    frequencies and candidate rows (decontaminate.Decontaminator.scan); summed, they fix the training-side
    boilerplate; then the candidates' texts are checked (Decontaminator.check).
 
-Memory: DuckDB gets half of `memory_limit`; Python work holds one part at a time (per worker), plus the
-verified near-duplicate edges and the candidate rows of decontamination (both a small fraction of rows).
+Memory: DuckDB gets half of `memory_limit`; Python work holds one part at a time (per worker), plus
+arrays that grow with the rows dropped or flagged, not with all rows: the `_ord`s of earlier drops per
+step (8 bytes each), the verified near-duplicate edges and their components (~40 bytes per near
+duplicate), decontamination's candidate rows (8 bytes each). Measured in bench/curate.py.
 """
 from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
