@@ -14,7 +14,7 @@ from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
-from tasks.training.ablation import arm_config, arms, label, summarize, training_figures
+from tasks.training.ablation import TRAINING_FIGURES, arm_config, arms, label, summarize, training_figures
 from tasks.training.metrics import plot_arms
 from tasks.training.metrics import read_metrics
 from tasks.training.prefect_tasks import png_data_url, rl_train_task
@@ -52,7 +52,10 @@ def ablate(model: str, data: str, out: str, benchmark: str,
         metrics = read_metrics(run_out)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
                      **res, **training_figures(metrics)})
-        curves.setdefault(label(arm), []).append(metrics)
+        # a step that trained nothing (every group filtered) logs entropy/clip fractions as 0: not a measurement
+        curves.setdefault(label(arm), []).append(
+            [{k: v for k, v in r.items() if k not in TRAINING_FIGURES or r.get("trained_rollouts", 1) > 0}
+             for r in metrics])
     table = summarize(runs)
     chart = plot_arms(curves, ("entropy", "clip_frac_high", "eval_avg_at_k"),
                       Path(tempfile.mkdtemp()) / "ablation.png", f"Ablation {ablation} (mean over seeds)")
