@@ -2,24 +2,18 @@
 the same dataset version, id and content, as the in-memory run; bad --memory-limit / --dask values are
 one line naming the flag. Subprocesses, as a user runs them."""
 import glob
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.curation.fixtures import write_corpus
+from tests.flows.test_bad_input import klear
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _klear(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    return subprocess.run([sys.executable, "-m", "flows.cli", "curate", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+def _klear(tmp_path: Path, *args: str):
+    return klear("curate", *args, env={"PREFECT_HOME": str(tmp_path / "ph")}, timeout=600)
 
 
 def _sources(tmp_path: Path) -> list[str]:

@@ -1,13 +1,8 @@
 """Mutant-scoring flags of `klear curate --verify-code`: a bad value is one line naming the flag, exit 2,
 before any work starts."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.flows.test_bad_input import assert_one_line, klear
 
 
 @pytest.mark.parametrize("flag, value, msg", [
@@ -17,12 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
     ("--mutant-seed", "-2", "mutant_seed (--mutant-seed) must be at least 0 (got -2)"),
 ])
 def test_bad_strength_flag_is_one_line_exit_2(flag, value, msg, tmp_path):
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    r = subprocess.run([sys.executable, "-m", "flows.cli", "curate", "--source", "a=/no/such.jsonl", "--verify-code",
-                        flag, value], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and msg in lines[0], r.stderr
+    r = klear("curate", "--source", "a=/no/such.jsonl", "--verify-code", flag, value,
+              env={"PREFECT_HOME": str(tmp_path / "ph")}, timeout=120)
+    assert_one_line(r, msg)
 
 
 def test_curate_strength_flags_default_to_the_config():
