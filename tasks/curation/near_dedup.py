@@ -193,6 +193,15 @@ def exact_jaccard(flat: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.nd
     return out
 
 
+def by_estimate(est: np.ndarray, config: NearDedupConfig, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(verified, unsure) bool masks of pairs by their estimated Jaccard over k signature values: verified
+    when est >= t + margin, unsure (settled by the exact Jaccard) when within the margin below that, where
+    margin = exact_margin * sqrt(t (1 - t) / k), the estimate's standard error at the threshold t."""
+    margin = config.exact_margin * math.sqrt(config.threshold * (1 - config.threshold) / k)
+    ok = est >= config.threshold + margin
+    return ok, (est >= config.threshold - margin) & ~ok
+
+
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 EDGE_WORDS = 4      # a lead-in or tail's own numbers ("Problem 7:", "(5 points)") sit within this many words
 EDGE_NUMBERS = 2    # ... and are at most this many
@@ -290,9 +299,8 @@ def near_duplicate_of(texts, config: NearDedupConfig | None = None) -> np.ndarra
     est = np.empty(len(i), np.float64)
     for s in range(0, len(i), 100_000):
         est[s : s + 100_000] = (sig[i[s : s + 100_000]] == sig[j[s : s + 100_000]]).mean(axis=1)
-    margin = config.exact_margin * math.sqrt(config.threshold * (1 - config.threshold) / k)
-    ok = est >= config.threshold + margin
-    unsure = np.flatnonzero((est >= config.threshold - margin) & ~ok)
+    ok, unsure = by_estimate(est, config, k)
+    unsure = np.flatnonzero(unsure)
     if len(unsure):
         ok[unsure] = exact_jaccard(sub_flat, sub_off, i[unsure], j[unsure]) >= config.threshold
     clock("verification")

@@ -27,7 +27,6 @@ duplicate), decontamination's candidate rows (8 bytes each). Measured in bench/c
 from __future__ import annotations
 
 import logging
-import math
 import re
 import shutil
 import tempfile
@@ -392,13 +391,11 @@ def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.N
     verified_i, verified_j = [], []
     if jobs:
         sig_sql = read([j[-1] for j in jobs])
-        margin = config.exact_margin * math.sqrt(config.threshold * (1 - config.threshold) / job.k)
         ws.con.execute("CREATE OR REPLACE TABLE pairs (i BIGINT, j BIGINT, sure BOOLEAN)")
         for batch in ws.batches(f"""SELECT c.i, c.j, a.sig AS si, b.sig AS sj FROM cand c
                                     JOIN {sig_sql} a ON a.{ORD} = c.i JOIN {sig_sql} b ON b.{ORD} = c.j"""):
             est = (_sig_matrix(batch.column(2), job.k) == _sig_matrix(batch.column(3), job.k)).mean(axis=1)
-            ok = est >= config.threshold + margin
-            unsure = (est >= config.threshold - margin) & ~ok
+            ok, unsure = nd.by_estimate(est, config, job.k)
             sel = ok | unsure
             if sel.any():
                 pending = pa.table({"i": batch.column(0).filter(pa.array(sel)), "j": batch.column(1).filter(pa.array(sel)),
