@@ -75,6 +75,7 @@ Environment:
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -120,6 +121,33 @@ def _max_len(model_dir: str) -> int:
     return int(json.loads(p.read_text()).get("max_position_embeddings", 0)) if p.exists() else 0
 
 
+@contextlib.contextmanager
+def keep_default_process_group(keep: bool) -> Iterator[None]:
+    """While vLLM shuts an engine down, keep torch.distributed's default process group when `keep`.
+
+    vLLM's engine shutdown tears down the distributed environment it ran in, ending with
+    `torch.distributed.destroy_process_group()` on the default group. Under torchrun that group is the
+    trainer's (RL ranks build their engines inside it), and its FSDP collectives still have to gather the
+    final checkpoint after the engine is closed. So a generator built inside an existing process group
+    (`keep`) leaves that group alone; vLLM's own subgroups are still destroyed. One that vLLM set up itself
+    (a plain process) lets vLLM destroy it, so engines can be built and closed again."""
+    dist = torch.distributed
+    if not keep:
+        yield
+        return
+    destroy = dist.destroy_process_group
+
+    def destroy_all_but_default(group=None):
+        if group is not None and group is not dist.GroupMember.WORLD:
+            destroy(group)
+
+    dist.destroy_process_group = destroy_all_but_default
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = destroy
+
+
 class VLLMGenerator:
     def __init__(self, model_dir: str, *, gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
                  enforce_eager: bool | None = None, seed: int = 0, sleep_mode: bool = False, **engine_kw: Any):
@@ -147,6 +175,7 @@ class VLLMGenerator:
         engine_kw.setdefault("worker_extension_cls", f"{__name__}.WeightSyncExtension")
         self.tok = AutoTokenizer.from_pretrained(self.model_dir)
         self.eos_ids = _eos_ids(self.model_dir, self.tok)
+        self.callers_process_group = torch.distributed.is_available() and torch.distributed.is_initialized()
 
         from vllm import LLM  # lazy: vLLM is optional and slow to import
 
@@ -260,7 +289,8 @@ class VLLMGenerator:
             return
         self.llm = None
         try:
-            llm.llm_engine.engine_core.shutdown()
+            with keep_default_process_group(self.callers_process_group):
+                llm.llm_engine.engine_core.shutdown()
         finally:
             del llm
             gc.collect()

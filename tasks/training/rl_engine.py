@@ -12,6 +12,8 @@ backend (RLConfig.backend, resolved by `resolve_backend`):
   (VLLMGenerator.sync_weights), so no rank holds more than one gathered parameter beyond its shard.
   On a GPU the engine sleeps (frees its weights and KV cache) while the trainer updates, and wakes to
   take the new weights and generate (VLLMGenerator.sleep / wake; a no-op on CPU).
+  The engines are built inside the trainer's process group (torchrun); closing one leaves that group to the
+  trainer (vllm_backend.keep_default_process_group), which still gathers the final checkpoint after it.
 """
 from __future__ import annotations
 

