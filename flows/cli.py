@@ -150,6 +150,11 @@ def curate(
         test_overlap=test_overlap, cutoff_date=cutoff_date, undated=undated,
         top_sources=top_sources, seed=seed, store=store_root(store), memory_limit=memory_limit, dask=dask,
         dask_workers=workers, work_dir=work_dir)
+    if dask not in (None, "local"):  # before Prefect starts: a refused address fails in a second, not twenty
+        from tasks.dask_client import refusal
+
+        if why := refusal(dask):
+            raise UserError(f"--dask {dask}: cannot reach the scheduler ({why})")
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
     from tasks.curation.sources import SourceError

@@ -250,8 +250,10 @@ def part_runner(dask: str | None, workers: int = 2, connect_timeout: str = "15s"
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
             yield DaskRunner(client)
         return
+    from tasks.dask_client import connect
+
     try:
-        client = Client(dask, timeout=connect_timeout)
+        client = connect(dask, timeout=connect_timeout)
     except Exception as exc:
         raise DaskError(f"--dask {dask}: cannot reach the scheduler ({exc})") from None
     with client:

@@ -105,12 +105,13 @@ def _connect(config: VerifyConfig, warm: bool):
     """(client, cluster or None). With `warm`, a plugin warms each worker's own containers as it starts."""
     from distributed import Client, LocalCluster
 
+    from tasks.dask_client import connect
     from tasks.verification.worker import SandboxPlugin
 
     plugins = {SandboxPlugin(config.pool)} if warm else set()
     if config.dask_address:
         try:
-            client = Client(config.dask_address, timeout="15s")
+            client = connect(config.dask_address, timeout="15s")
         except Exception as exc:
             raise VerifyError(f"--dask {config.dask_address}: cannot reach the scheduler ({exc})") from None
         if warm:  # only the workers that will get sandbox tasks warm containers (see sandbox_placement)

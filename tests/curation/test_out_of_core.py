@@ -118,6 +118,6 @@ def test_dask_workers_give_the_same_results(corpus, in_memory):
 
 
 def test_unreachable_scheduler_is_one_clear_error():
-    with pytest.raises(oc.DaskError, match="--dask tcp://127.0.0.1:1: cannot reach"):
+    with pytest.raises(oc.DaskError, match=r"--dask tcp://127.0.0.1:1: cannot reach the scheduler \(connection refused by 127.0.0.1:1\)"):
         with oc.part_runner("tcp://127.0.0.1:1", connect_timeout="1s"):
             pass

@@ -1,0 +1,32 @@
+"""dask_client.connect: a port nobody listens on is refused at once, naming host and port; a live scheduler
+gives a working client."""
+import socket
+
+import pytest
+
+from tasks.dask_client import connect, refusal
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on exit: nothing listens there
+
+
+@pytest.mark.parametrize("form", ["tcp://127.0.0.1:{port}", "127.0.0.1:{port}"])
+def test_a_refused_port_is_named_without_waiting_for_the_timeout(form):
+    port = _closed_port()
+    with pytest.raises(OSError, match=f"^connection refused by 127.0.0.1:{port}$"):
+        connect(form.format(port=port), timeout="600s")  # the refusal, not the timeout, ends it
+
+
+def test_a_live_scheduler_gives_a_client():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        with connect(cluster.scheduler_address) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+
+
+def test_an_address_that_is_not_tcp_or_has_no_port_is_left_to_dask():
+    assert refusal("inproc://10.0.0.1/1234/1") is None and refusal("tcp://127.0.0.1") is None
