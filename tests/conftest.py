@@ -5,6 +5,11 @@ import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# one Prefect home for the session (never the user's): the klear subprocesses the tests start run an ephemeral
+# server on it, and only the first has to create and migrate its database (≈ 10 s a run otherwise). Tests run
+# one at a time and results are cached per store, so sharing it changes no outcome; the tests that need a
+# fresh home (the telemetry notice, two curations racing) still make their own.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="klear-test-prefect-home-")
 # training on a file records its checkpoint in the default store: keep that out of the checkout
 os.environ.setdefault("KLEAR_STORE", tempfile.mkdtemp(prefix="klear-test-store-"))
 

@@ -301,7 +301,7 @@ def test_new_columns_reach_the_catalog(tmp_path):
 
 @pytest.mark.slow  # an ephemeral Prefect server in a subprocess, as a user runs it
 def test_klear_curate_takes_a_layout_preset(tmp_path):
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-m", "flows.cli", "curate", "--layout", "lcb=livecodebench",

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(args, tmp_path, **env):
-    e = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **env}
+    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **env}
     e.pop("PREFECT_API_URL", None)
     return subprocess.run(KLEAR + args, capture_output=True, text=True, cwd=ROOT, env=e, timeout=300)
 
@@ -117,7 +117,7 @@ def test_sft_writes_progress_lines_while_it_runs(tmp_path):
                             for a in range(8) for b in range(8)))
     r = run(["model", "init", "--out", str(tmp_path / "m"), "--corpus", str(data)], tmp_path)
     assert r.returncode == 0, r.stderr
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "ph"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     for k in ("PREFECT_API_URL", "KLEAR_PROGRESS", "KLEAR_PROGRESS_INTERVAL"):
         env.pop(k, None)
     proc = subprocess.Popen(KLEAR + ["sft", "--model", str(tmp_path / "m"), "--data", str(data),

@@ -17,7 +17,6 @@ SOURCE = ROOT / "tests" / "curation" / "code_decontam" / "code.jsonl"
     ("--test-overlap", "1.5", "--test-overlap 1.5: Input should be less than or equal to 1"),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag_exit_2(tmp_path, flag, value, message):
-    r = klear("curate", "--source", f"s={SOURCE}", "--store", tmp_path / "store", flag, value,
-              env={"PREFECT_HOME": str(tmp_path / "ph")})
+    r = klear("curate", "--source", f"s={SOURCE}", "--store", tmp_path / "store", flag, value)
     assert_one_line(r, message)
     assert not list((tmp_path / "store").glob("**/*.parquet"))  # refused before any row was curated

@@ -12,8 +12,8 @@ from tests.flows.test_bad_input import klear
 
 
 
-def _klear(tmp_path: Path, *args: str):
-    return klear("curate", *args, env={"PREFECT_HOME": str(tmp_path / "ph")}, timeout=600)
+def _klear(*args: str):
+    return klear("curate", *args, timeout=600)
 
 
 def _sources(tmp_path: Path) -> list[str]:
@@ -24,8 +24,8 @@ def _sources(tmp_path: Path) -> list[str]:
 @pytest.mark.slow
 def test_dask_local_gives_the_in_memory_version(tmp_path):
     args = _sources(tmp_path)
-    mem = _klear(tmp_path, *args, "--store", str(tmp_path / "mem"))
-    dask = _klear(tmp_path, *args, "--store", str(tmp_path / "dask"), "--dask", "local", "--workers", "2",
+    mem = _klear(*args, "--store", str(tmp_path / "mem"))
+    dask = _klear(*args, "--store", str(tmp_path / "dask"), "--dask", "local", "--workers", "2",
                   "--memory-limit", "512MB")
     assert mem.returncode == 0 and dask.returncode == 0, (mem.stderr + dask.stderr)[-3000:]
     versions = {v: glob.glob(str(tmp_path / v / "datasets" / "ds-*")) for v in ("mem", "dask")}
@@ -44,7 +44,7 @@ def test_dask_local_gives_the_in_memory_version(tmp_path):
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(tmp_path, flags, message):
     flags, message = [f.format(tmp=tmp_path) for f in flags], message.format(tmp=tmp_path)
-    r = _klear(tmp_path, *_sources(tmp_path), "--store", str(tmp_path / "store"), *flags)
+    r = _klear(*_sources(tmp_path), "--store", str(tmp_path / "store"), *flags)
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert lines[-1].startswith("klear: error: ") and message in lines[-1], r.stderr[-3000:]

@@ -11,9 +11,9 @@ from tests.flows.test_bad_input import assert_one_line, klear
     ("--weak-tests", "keep", "weak_tests (--weak-tests) must be one of drop, tag (got 'keep')"),
     ("--mutant-seed", "-2", "mutant_seed (--mutant-seed) must be at least 0 (got -2)"),
 ])
-def test_bad_strength_flag_is_one_line_exit_2(flag, value, msg, tmp_path):
+def test_bad_strength_flag_is_one_line_exit_2(flag, value, msg):
     r = klear("curate", "--source", "a=/no/such.jsonl", "--verify-code", flag, value,
-              env={"PREFECT_HOME": str(tmp_path / "ph")}, timeout=120)
+              timeout=120)
     assert_one_line(r, msg)
 
 
