@@ -90,7 +90,7 @@ def test_deploy_all_and_route_pipeline_demo_to_the_gpu_pool(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_API_URL=api,
                PREFECT_SERVER_ANALYTICS_ENABLED="false", PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-               COLUMNS="200", PREFECT_WORKER_QUERY_SECONDS="3")  # pick-up in ≈ 3 s instead of ≈ 10 per child
+               COLUMNS="200", PREFECT_WORKER_QUERY_SECONDS="1")  # pick-up in ≈ 1 s instead of ≈ 10 per child
     server_log = tmp_path / "server.log"
     server, workers = None, {}
     try:
@@ -212,7 +212,7 @@ def _wait_final(api: str, run_id: str, seconds: float, workers: dict) -> dict:
         for pool, worker in workers.items():
             assert worker.poll() is None, f"{pool} worker exited"
         assert time.monotonic() < deadline, f"run {run['name']} {run['state_type']} after {seconds} s"
-        time.sleep(3)
+        time.sleep(1)
 
 
 def _flow_runs(api: str, body: dict) -> list[dict]:
@@ -239,7 +239,7 @@ def _wait_child_running(api: str, run_id: str, flow: str, workers: dict, seconds
         for pool, worker in workers.items():
             assert worker.poll() is None, f"{pool} worker exited"
         assert time.monotonic() < deadline, f"no running {flow} child of {run_id} after {seconds} s"
-        time.sleep(2)
+        time.sleep(1)
 
 
 def _logs(tmp_path: Path) -> str:
