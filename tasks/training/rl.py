@@ -142,9 +142,12 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             step += 1
             values.update(t_generate_s=t_gen, t_update_s=t2 - t1, t_sync_s=time.perf_counter() - t2,
                           t_step_s=time.perf_counter() - t0, lr=sched.get_last_lr()[0])
+            if (cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
+                    and ctx.rank < cfg.tensor_parallel):  # rank 0's engine group generates together (tp ranks)
+                held = _held_out(gen, tok, cfg, graders)
+                if ctx.is_main:
+                    values["eval_avg_at_k"] = held
             if ctx.is_main:
-                if cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                    values["eval_avg_at_k"] = _held_out(gen, tok, cfg, graders)
                 metrics.log(step, values)
                 held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}
                 report.update(step, cfg.steps, tokens=values["response_len"] * len(rollouts),  # generated tokens

