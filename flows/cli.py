@@ -477,9 +477,10 @@ def rl(
     nproc = nproc if nproc is not None else (chosen.hardware.nproc if chosen else 1)
     _check_nproc(nproc)
     cfg = _checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
-    if nproc % cfg.tensor_parallel:
-        raise UserError(f"--tensor-parallel {cfg.tensor_parallel}: must divide --nproc {nproc} (each group of "
-                        f"{cfg.tensor_parallel} ranks shares one vLLM engine)")
+    from tasks.training.rl_engine import engine_layout_problem
+
+    if problem := engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step):
+        raise UserError(problem)
     if dry_run:
         _print_rl_plan(model, data, cfg, nproc, gpu_memory, chosen)
         return

@@ -46,7 +46,7 @@ from tasks.training.config import RLConfig
 from tasks.training.checkpoint import check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint
 from tasks.training.metrics import MetricsLog, plot_curve
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
-from tasks.training.rl_engine import make_rollout_engine, resolve_backend, rollout_share
+from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, resolve_backend, rollout_share
 from tasks.training.rl_update import Rollout, update_policy
 from tasks.training.schedule import warmup_constant
 
@@ -107,8 +107,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
-    if ctx.world_size % cfg.tensor_parallel:
-        raise ValueError(f"tensor_parallel {cfg.tensor_parallel} must divide the {ctx.world_size} ranks")
+    if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.prompts_per_step):
+        raise ValueError(problem)
     gen = make_rollout_engine(model, tok, model_dir, cfg.backend, max(64, cfg.rollouts_per_prompt * 8), sharded,
                               cfg.tensor_parallel, ctx.world_size)
     policy = dist_utils.wrap(model, ctx, cfg.strategy)
@@ -143,7 +143,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             values.update(t_generate_s=t_gen, t_update_s=t2 - t1, t_sync_s=time.perf_counter() - t2,
                           t_step_s=time.perf_counter() - t0, lr=sched.get_last_lr()[0])
             if (cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
-                    and ctx.rank < cfg.tensor_parallel):  # rank 0's engine group generates together (tp ranks)
+                    and (ctx.is_main or cfg.tensor_parallel > 1)):  # tp engines step together: every rank
                 held = _held_out(gen, tok, cfg, graders)
                 if ctx.is_main:
                     values["eval_avg_at_k"] = held

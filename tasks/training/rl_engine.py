@@ -57,6 +57,24 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
     return _PolicyEngine(model, tok, batch_size=batch_size)
 
 
+def engine_layout_problem(world: int, tensor_parallel: int, prompts_per_step: int) -> str | None:
+    """Why `world` ranks cannot share vLLM engines of `tensor_parallel` ranks each, or None.
+
+    - tensor_parallel must divide world: each group of tensor_parallel consecutive ranks shares one engine.
+    - With tensor_parallel > 1 the world / tensor_parallel engines run as one vLLM data-parallel world (the
+      external launcher), whose engines step together: an engine given no prompt group in a step would leave
+      the others waiting on it forever, so prompts_per_step must be at least the number of engines."""
+    if world % tensor_parallel:
+        return (f"--tensor-parallel {tensor_parallel}: must divide --nproc {world} (each group of "
+                f"{tensor_parallel} ranks shares one vLLM engine)")
+    engines = world // tensor_parallel
+    if tensor_parallel > 1 and prompts_per_step < engines:
+        return (f"--prompts-per-step {prompts_per_step}: fewer than the {engines} vLLM engines (--nproc {world} / "
+                f"--tensor-parallel {tensor_parallel}); tensor-parallel engines step together, each needs a "
+                "prompt group every step")
+    return None
+
+
 @dataclass(frozen=True)
 class RolloutShare:
     """One rank's part of a step's prompt groups (`rollout_share`)."""

@@ -51,3 +51,5 @@ def test_tensor_parallel_splits_the_engine_and_must_divide_nproc():
                     "--tensor-parallel 3: must divide --nproc 8")
     assert_one_line(klear("rl", "--dry-run", "--model", "qwen3-8b", "--tensor-parallel", "2", "--backend", "hf",
                           "--nproc", "2"), "tensor_parallel", "vllm backend")
+    assert_one_line(klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "2",
+                          "--prompts-per-step", "3"), "--prompts-per-step 3: fewer than the 4 vLLM engines")

@@ -1,7 +1,7 @@
 """keep_default_process_group: while a vLLM engine shuts down, the trainer's default process group survives
 (vLLM's shutdown ends with `torch.distributed.destroy_process_group()`), its other groups do not, and
 without `keep` nothing is changed. The engine itself is exercised under torchrun in
-tests/training/test_rl.py::test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine."""
+tests/training/test_rl.py::test_four_ranks_fsdp_with_tensor_parallel_vllm_engines."""
 import pytest
 import torch
 import torch.distributed as dist

