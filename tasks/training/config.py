@@ -137,6 +137,9 @@ class RLConfig(Sampling):
     tensor_parallel: int = 1              # vllm backend: GPUs per engine; the ranks form groups of this many
     #                                       consecutive ranks, each group one engine over its GPUs (for models
     #                                       whose weights + KV cache do not fit one GPU); must divide --nproc
+    step_timeout_s: float = 0.0           # several processes: a rank whose step (or final gather) runs longer
+    #                                       ends the run with its stacks (a rank hung in a collective would
+    #                                       otherwise hold its GPUs forever); 0: no limit
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32
@@ -185,6 +188,7 @@ class RLConfig(Sampling):
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
         check_int(self, "tensor_parallel", 1)
+        check_float(self, "step_timeout_s", 0.0)
         if self.tensor_parallel > 1 and self.backend == "hf":
             raise ConfigError("tensor_parallel", f"needs the vllm backend (got {self.tensor_parallel} with backend hf)")
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains

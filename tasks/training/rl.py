@@ -23,8 +23,10 @@ On N ranks (torchrun; launch.run_rl): every rank draws the same prompts; rank r 
 groups r, r+N, … (a group stays whole on one rank), then every rank gathers all rollouts in group order
 and runs the same update (tasks/training/rl_update.py: the step's result equals one process's on the same
 rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
-groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes metrics, checkpoints (whole HF checkpoints, gathered under FSDP) and runs
-the held-out evaluation.
+groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes
+metrics and checkpoints (whole HF checkpoints, gathered under FSDP); rank 0 runs the held-out evaluation,
+with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step outlasts it
+ends the run (tasks/training/watchdog.py).
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
 from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, resolve_backend, rollout_share
 from tasks.training.rl_update import Rollout, update_policy
 from tasks.training.schedule import warmup_constant
+from tasks.training.watchdog import StepWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +130,10 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     own_graders = graders is None
     graders = {} if own_graders else graders
     report = StepProgress(f"rl {cfg.loss}", start_step=step) if ctx.is_main else None
+    watchdog = StepWatchdog(cfg.step_timeout_s if ctx.world_size > 1 else 0, ctx.rank)
     try:
         while step < cfg.steps:
+            watchdog.arm(f"RL step {step + 1}")
             t0 = time.perf_counter()
             rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
             gen.sleep()  # a GPU engine frees its memory for the update
@@ -165,6 +170,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
         if own_graders:
             for g in graders.values():
                 g.close()
+        watchdog.disarm()
+    watchdog.arm("the final checkpoint's gather")
     model_sd, _ = dist_utils.full_state(model)
     rows_m: list[dict] = []
     if ctx.is_main:
@@ -174,6 +181,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
         rows_m = metrics.read()
         plot_curve(rows_m, "reward_mean", out / "reward.png", f"RL reward ({cfg.loss})")
         metrics.close()
+    watchdog.disarm()
     dist_utils.teardown(ctx)
     return {"out": str(out), "steps": step, "dataset": dataset, "metrics": rows_m}
 
