@@ -18,7 +18,11 @@ TRAINING_CODE = ("tasks.training", "tasks.grading", "tasks.generation")
 
 
 def stage_key(kind: str, inputs: dict[str, Any], params: Any, code: tuple[str, ...]) -> str:
-    params = asdict(params) if hasattr(params, "__dataclass_fields__") else params
+    """hash(inputs, params, code version); a dataclass's `UNKEYED` fields (how a run is watched, not what it
+    computes) are left out of params."""
+    if hasattr(params, "__dataclass_fields__"):
+        unkeyed = getattr(params, "UNKEYED", ())
+        params = {k: v for k, v in asdict(params).items() if k not in unkeyed}
     return short_id(kind, hash_json({"inputs": inputs, "params": params, "code": code_version(code)}))
 
 

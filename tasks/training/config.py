@@ -4,6 +4,7 @@ a bad value fails when the config is made, before any model loads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tasks.generation.sampling import Sampling
 from tasks.grading.rewards import RewardConfig
@@ -104,6 +105,10 @@ class SelectionConfig:
 
 @dataclass
 class RLConfig(Sampling):
+    # fields that change how a run is watched, never what it computes: content-addressed run keys leave them
+    # out, so a run stopped by its step limit resumes in the same directory under a longer one
+    UNKEYED: ClassVar[tuple[str, ...]] = ("step_timeout_s",)
+
     loss: str = "gppo"                    # policy loss: gppo (the paper's), grpo (clip-higher), cispo
     eps_low: float = 0.2                  # lower clip: ratio 1 − ε_l (paper: 0.2)
     eps_high: float = 0.28                # upper clip: ratio 1 + ε_h (paper: 0.28, clip-higher)
@@ -137,9 +142,9 @@ class RLConfig(Sampling):
     tensor_parallel: int = 1              # vllm backend: GPUs per engine; the ranks form groups of this many
     #                                       consecutive ranks, each group one engine over its GPUs (for models
     #                                       whose weights + KV cache do not fit one GPU); must divide --nproc
-    step_timeout_s: float = 0.0           # several processes: a rank whose step (or final gather) runs longer
-    #                                       ends the run with its stacks (a rank hung in a collective would
-    #                                       otherwise hold its GPUs forever); 0: no limit
+    step_timeout_s: float = 0.0           # several processes: a rank whose step, held-out evaluation or
+    #                                       checkpoint runs longer ends the run with its stacks (a hung rank
+    #                                       holds every GPU until a process-group timeout, if any); 0: no limit
     old_logprobs: str = "auto"            # π_old after the 1st mini-batch: "rollout" | "recompute" | "auto"
     bf16: bool | None = None              # update forward/backward under bf16 autocast (fp32 weights and
     #                                       optimizer); None: on when the GPU supports it, CPU stays fp32

