@@ -336,8 +336,10 @@ def sft(
     quiet_prefect_defaults()
     _starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
+    from tasks.training.launch import RanksFailed
 
-    res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store)
+    res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store,
+                   user_errors=(ValueError, RanksFailed))
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
                   f"{res['first_loss']:.4f} → {res['last_loss']:.4f}; metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -499,8 +501,10 @@ def rl(
     quiet_prefect_defaults()
     _starting(f"rl ({cfg.loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
+    from tasks.training.launch import RanksFailed
 
-    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store, nproc=nproc)
+    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store, nproc=nproc,
+                   user_errors=(ValueError, RanksFailed))
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
                   f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -549,9 +553,10 @@ def ablate(
     quiet_prefect_defaults()
     _starting("ablate", f"{len(arms(axes))} arms × {len(seed_list)} seeds into {out}")
     from flows.rl import ablate as ablate_flow
+    from tasks.training.launch import RanksFailed
 
     table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
-                     config=base, store=store, nproc=nproc)
+                     config=base, store=store, nproc=nproc, user_errors=(ValueError, RanksFailed))
     t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
     for col in ("arm", "final avg@k", "best avg@k", "low-clip tokens", "high-clip tokens", "entropy"):
         t.add_column(col)

@@ -39,6 +39,7 @@ import traceback
 from typing import Callable, Sequence
 
 from tasks.generation.base import Completion, SamplingParams, accepts, check_seeds
+from tasks.process_lifetime import exit_with_parent
 
 POLL_S = 1.0   # how often the caller looks at its workers while none reports (a dead one is noticed then)
 
@@ -103,8 +104,10 @@ def cpu_cores() -> int:
 
 
 def _worker(rank: int, env: dict, model_dir: str, backend: str, engine_kw: dict, prompts: list[str],
-            seeds: list[int], params: SamplingParams, offset: int, q) -> None:
-    """One shard: environment first (before torch touches a device), then engine, generate, close."""
+            seeds: list[int], params: SamplingParams, offset: int, q, parent_pid: int) -> None:
+    """One shard: environment first (before torch touches a device), then engine, generate, close. Ends
+    by itself if the caller is gone (tasks/process_lifetime.py)."""
+    exit_with_parent(parent_pid)
     os.environ.update(env)
     gen = None
     try:
@@ -187,7 +190,8 @@ class ShardedGenerator:
             for rank, r in enumerate(ranges):
                 p = ctx.Process(target=_worker, name=f"klear-generate-{rank}",
                                 args=(rank, self.envs[rank], self.model_dir, self.backend, self.engine_kw,
-                                      prompts[r.start:r.stop], seeds[r.start:r.stop], params, r.start, q))
+                                      prompts[r.start:r.stop], seeds[r.start:r.stop], params, r.start, q,
+                                      os.getpid()))
                 p.start()
                 procs.append(p)
             done: set[int] = set()

@@ -5,15 +5,19 @@ Calls run in a small pool of worker processes; a call that exceeds its deadline 
 pool is killed and replaced (a hung sympy cannot be interrupted any other way). A new pool's start-up
 (spawning Python, importing the called function's module and running its `warm_up()` if it has one) is
 waited for apart from the call's deadline: on a loaded machine start-up alone can exceed a 5 s deadline,
-and every call would then time out, kill the pool and respawn it.
+and every call would then time out, kill the pool and respawn it. A worker ends by itself when this
+process is gone (tasks/process_lifetime.py), however this process ended.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib
 import multiprocessing as mp
+import os
 import threading
 from typing import Any, Callable
+
+from tasks.process_lifetime import exit_with_parent
 
 
 class TimedOut(Exception):
@@ -42,7 +46,8 @@ class ProcessTimeoutPool:
     def _get(self, module: str | None = None) -> cf.ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+                pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                              initializer=exit_with_parent, initargs=(os.getpid(),))
                 if module:
                     try:
                         pool.submit(_import, module).result(timeout=self.startup_timeout)

@@ -18,6 +18,15 @@ from tasks.training.sft import SFTConfig, SFTResult, train_sft
 POLL_S = 2.0  # how often the launcher reads the ranks' metrics.jsonl to report progress
 
 
+class RanksFailed(RuntimeError):
+    """torchrun ended with an error: a rank failed, and printed why (its traceback, or the step watchdog's
+    line) above; this is the launcher's one line about it."""
+
+    def __init__(self, stage: str, nproc: int, exit_code: int):
+        super().__init__(f"torchrun {stage} with {nproc} processes failed (exit {exit_code}); the failing rank's "
+                         "error is printed above")
+
+
 def torchrun_command(nproc: int, model: str, data: str, out: str, cfg: SFTConfig | RLConfig, resume: bool,
                      entry: str = "tasks.training.sft_main") -> list[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
@@ -52,7 +61,7 @@ def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
     finally:  # interrupted or cancelled (a Prefect cancellation, a test's timeout): the ranks go too
         stop_process(proc)
     if proc.returncode != 0:
-        raise RuntimeError(f"torchrun RL with {nproc} processes failed (exit {proc.returncode})")
+        raise RanksFailed("RL", nproc, proc.returncode)
     _report_new(out, seen, cfg.steps, on_step, started)
     state = json.loads((Path(out) / "rl_config.json").read_text())
     rows = read_metrics(Path(out))
@@ -102,7 +111,7 @@ def run_sft(model: str, data: str, out: str, cfg: SFTConfig, resume: bool = Fals
         return train_sft(model, data, out, cfg, resume=resume, on_step=on_step)
     proc = subprocess.run(torchrun_command(nproc, model, data, out, cfg, resume))
     if proc.returncode != 0:
-        raise RuntimeError(f"torchrun SFT with {nproc} processes failed (exit {proc.returncode})")
+        raise RanksFailed("SFT", nproc, proc.returncode)
     losses = [r["loss"] for r in read_metrics(Path(out))]
     state = json.loads((Path(out) / "sft_config.json").read_text())
     return SFTResult(Path(out), len(losses), losses, state["dataset"], state["examples"])

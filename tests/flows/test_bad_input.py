@@ -4,6 +4,7 @@ Bad rows do not end a run: it completes and names the row. One behaviour per tes
 commands it applies to. Tests that start Prefect or train are marked slow."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -313,6 +314,19 @@ def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command):
     assert r.returncode == 2 and "Traceback" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("klear: error: ")
     assert f"{model}/config.json: not a usable model config" in lines[0]
+
+
+@pytest.mark.slow  # torchrun behind Prefect
+def test_a_rank_past_its_step_timeout_ends_klear_rl_in_one_line_after_the_ranks_output(fx, tmp_path):
+    """--step-timeout-s reaches every torchrun rank; the rank that runs out of time says so (rank, step, limit)
+    and the launcher adds one line, not Prefect's traceback of it."""
+    r = klear(*_args(fx, "rl", **{"--out": tmp_path / "o", "--steps": 2}), "--nproc", 2, "--step-timeout-s", 0.01,
+              timeout=600)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert re.search(r"rank [01]: RL step 1 ran past 0.01 s \(--step-timeout-s\); ending the run", r.stderr)
+    last = [line for line in r.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("klear: error: torchrun RL with 2 processes failed (exit 1)"), r.stderr[-3000:]
+    assert "RanksFailed" not in r.stderr and "launch.py" not in r.stderr  # no launcher traceback
 
 
 @pytest.mark.slow  # trains one step behind Prefect
