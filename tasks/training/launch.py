@@ -44,7 +44,6 @@ def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
     """train_rl here (nproc 1) or over `nproc` torchrun ranks; `on_step` is then fed from the run's
     metrics.jsonl as rank 0 writes it. Returns train_rl's result (out, steps, dataset, metrics)."""
     from tasks.training.rl import train_rl
-
     from tasks.training.rl_engine import engine_layout_problem
 
     if nproc <= 1:
@@ -52,21 +51,38 @@ def run_rl(model: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
     if problem := engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step):
         raise ValueError(problem)  # once here, rather than from every rank
     started = time.time()
-    proc = subprocess.Popen(torchrun_command(nproc, model, data, out, cfg, resume, "tasks.training.rl_main"))
     seen = _step_before(out, resume)
-    try:
-        while proc.poll() is None:
-            time.sleep(POLL_S)
-            seen = _report_new(out, seen, cfg.steps, on_step, started)
-    finally:  # interrupted or cancelled (a Prefect cancellation, a test's timeout): the ranks go too
-        stop_process(proc)
-    if proc.returncode != 0:
-        raise RanksFailed("RL", nproc, proc.returncode)
-    _report_new(out, seen, cfg.steps, on_step, started)
+
+    def report() -> None:
+        nonlocal seen
+        seen = _report_new(out, seen, cfg.steps, on_step, started)
+
+    run_torchrun(torchrun_command(nproc, model, data, out, cfg, resume, "tasks.training.rl_main"), "RL", nproc,
+                 while_running=report)
+    report()
     state = json.loads((Path(out) / "rl_config.json").read_text())
     rows = read_metrics(Path(out))
     return {"out": str(out), "steps": rows[-1]["step"] if rows else 0, "dataset": state["dataset"],
             "metrics": rows}
+
+
+def run_torchrun(cmd: list[str], stage: str, nproc: int, while_running: Callable[[], None] | None = None) -> None:
+    """Run a torchrun command to its end, calling `while_running` every POLL_S seconds meanwhile.
+    Interrupted or cancelled (Ctrl-C, a Prefect cancellation, a test's timeout), torchrun is stopped with its
+    ranks (`stop_process`); a non-zero exit is RanksFailed."""
+    proc = subprocess.Popen(cmd)
+    try:
+        while True:
+            try:
+                proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if while_running is not None:
+                    while_running()
+    finally:
+        stop_process(proc)
+    if proc.returncode != 0:
+        raise RanksFailed(stage, nproc, proc.returncode)
 
 
 def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
@@ -109,9 +125,7 @@ def run_sft(model: str, data: str, out: str, cfg: SFTConfig, resume: bool = Fals
             on_step: Callable[[int, int, dict], None] | None = None) -> SFTResult:
     if nproc <= 1:
         return train_sft(model, data, out, cfg, resume=resume, on_step=on_step)
-    proc = subprocess.run(torchrun_command(nproc, model, data, out, cfg, resume))
-    if proc.returncode != 0:
-        raise RanksFailed("SFT", nproc, proc.returncode)
+    run_torchrun(torchrun_command(nproc, model, data, out, cfg, resume), "SFT", nproc)
     losses = [r["loss"] for r in read_metrics(Path(out))]
     state = json.loads((Path(out) / "sft_config.json").read_text())
     return SFTResult(Path(out), len(losses), losses, state["dataset"], state["examples"])

@@ -1,11 +1,11 @@
 """StepWatchdog: end this process when one step of a multi-process run outlasts a time limit.
 
-A rank of a torchrun job can wait forever and fail nothing: in a collective a partner never enters (an
-engine group whose partner skipped a generate call, a rank stuck in a library's own process group, a hung
-GPU). The job then holds its GPUs until someone notices. The watchdog turns that wait into an exit: when
-one step runs past `seconds`, it writes one line naming the rank, the step and the limit, then every
-thread's stack (where the rank waits), and ends the process with status 1; torchrun then stops the other
-ranks and the launcher reports the failure.
+A rank of a torchrun job can wait without failing: in a collective a partner never enters (an engine group
+whose partner skipped a generate call, a rank stuck in a library's own process group, a hung GPU), until a
+process-group timeout ends it, if one does. Meanwhile the job holds its GPUs. The watchdog turns that wait
+into an exit: when one armed phase (a step, an evaluation, a checkpoint) runs past `seconds`, it writes one
+line naming the rank, the phase and the limit, then every thread's stack (where the rank waits), and ends
+the process with status 1; torchrun then stops the other ranks and the launcher reports the failure.
 
 Two timers fire, because a process can be stuck in C code that holds the interpreter lock, where no Python
 thread runs: a Python timer thread (the line, the stacks, `os._exit(1)`) at `seconds`, and faulthandler's
@@ -28,14 +28,12 @@ BACKSTOP_S = 30.0  # the Python thread gets this long to write its line before f
 
 
 class StepWatchdog:
-    """`arm(label)` at the start of each step, `disarm()` when the run is done. `seconds` 0: off."""
+    """`arm(label)` at the start of each phase, `disarm()` when the run is done. `seconds` 0: off."""
 
-    def __init__(self, seconds: float, rank: int, limit_name: str = "--step-timeout-s",
-                 backstop_s: float = BACKSTOP_S):
+    def __init__(self, seconds: float, rank: int, backstop_s: float = BACKSTOP_S):
         self.seconds = float(seconds)
         self.backstop_s = backstop_s
         self.rank = rank
-        self.limit_name = limit_name
         self._timer: threading.Timer | None = None
 
     def arm(self, label: str) -> None:
@@ -56,7 +54,7 @@ class StepWatchdog:
             faulthandler.unregister(signal.SIGTERM)
 
     def _expire(self, label: str) -> None:
-        sys.stderr.write(f"rank {self.rank}: {label} ran past {self.seconds:g} s ({self.limit_name}); ending "
+        sys.stderr.write(f"rank {self.rank}: {label} ran past {self.seconds:g} s (--step-timeout-s); ending "
                          "the run. Where each thread of this rank waits:\n")
         sys.stderr.flush()
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
