@@ -63,7 +63,7 @@ class Channel:
         self._scanned = 0
         try:
             return json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ChannelError(f"{self.name}: garbled answer {line[:200]!r}") from exc
 
     def _demux(self) -> None:

@@ -18,13 +18,14 @@ from typing import Any
 
 
 def _decimals(line: str) -> list[Decimal] | None:
-    """The line's tokens as finite Decimals, or None (a NaN or infinity token compares as text only: a
-    signalling NaN would raise on ==, and "nan" never equals "nan" numerically)."""
+    """The line's tokens as Decimals, or None. Infinities compare as LiveCodeBench's Decimal comparison
+    does ("inf" equals "Infinity", never a finite number); a NaN token compares as text only (a signalling
+    NaN would raise on ==, and "nan" never equals "nan" numerically)."""
     try:
         values = [Decimal(tok) for tok in line.split()]
     except (InvalidOperation, ValueError):
         return None
-    return values if all(v.is_finite() for v in values) else None
+    return None if any(v.is_nan() for v in values) else values
 
 
 def _tolerant(a: str, b: str, tol: float) -> bool:
@@ -172,6 +173,11 @@ class _Decoder:
             return self._fraction(value["__fraction__"])
         if "__decimal__" in value:
             return _decimal(value["__decimal__"])
+        if "__range__" in value:
+            bounds = self._members(value["__range__"])
+            if len(bounds) != 3 or not all(type(b) is int for b in bounds):
+                raise ValueError("a range is [start, stop, step] ints")
+            return range(*bounds)
         return Opaque(f"<{str(value.get('__type__', '?'))[:80]}: {str(value.get('__repr__', ''))[:200]}>")
 
     def _fraction(self, payload: Any) -> Fraction:
@@ -202,12 +208,10 @@ def _decimal(text: Any) -> Decimal:
 
 
 def listify(value: Any) -> Any:
-    """Tuples become lists, recursively (LiveCodeBench's only normalisation of return values)."""
-    if isinstance(value, (list, tuple)):
-        return [listify(v) for v in value]
-    if isinstance(value, dict):
-        return {k: listify(v) for k, v in value.items()}
-    return value
+    """A returned tuple becomes a list, at the top level only: LiveCodeBench's one normalisation of a
+    call's value (`if isinstance(prediction, tuple): prediction = list(prediction)`), so a list of tuples
+    does not equal the expected list of lists."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _close(a: Any, b: Any, tol: float) -> bool:
@@ -225,7 +229,7 @@ def _close(a: Any, b: Any, tol: float) -> bool:
 def values_equal(actual: Any, expected: Any, float_tolerance: float | None = None,
                  unwrap: bool = False) -> bool:
     """Call-based comparison. `unwrap` also accepts expected == [actual] (APPS/TACO wrap outputs)."""
-    a, e = listify(actual), listify(expected)
+    a, e = listify(actual), expected
     same = (lambda x, y: _close(x, y, float_tolerance)) if float_tolerance is not None else (
         lambda x, y: bool(x == y))
     try:

@@ -5,8 +5,8 @@
     -> {"id", "verdict", "passed", "total", "reward", "details"}
 
 A bad row never raises: no code is a compile_error (the model produced nothing runnable: lowest
-reward); tests that cannot be parsed, an unknown language or a bad time limit are a sandbox_error with
-the reason in details (the row cannot be judged, so it is not scored).
+reward); tests that cannot be parsed or judged are invalid_tests, an unknown language or a bad time limit
+a sandbox_error, with the reason in details (the row cannot be judged, so it is not scored).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 from sandbox.config import JudgeConfig
 from sandbox.submission import Submission
 from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_tests, sample_indices
-from sandbox.verdicts import (COMPILE_ERROR, SANDBOX_ERROR, SKIPPED, judge_test, result_row, summarize,
+from sandbox.verdicts import (COMPILE_ERROR, INVALID_TESTS, SANDBOX_ERROR, SKIPPED, judge_test, result_row, summarize,
                               program_output)
 
 LANGUAGES = {"python": "python", "python3": "python", "py": "python", "py3": "python",
@@ -52,7 +52,7 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
     try:
         suite = parse_tests(row.tests)
     except InvalidTests as exc:
-        return _bad(row_id, SANDBOX_ERROR, f"invalid_tests: {exc}")
+        return _bad(row_id, INVALID_TESTS, str(exc))
     # Sampling is keyed by the problem, not the row: every rollout of one problem (rows "P-0", "P-1", ...
     # carrying problem_id P) is scored on the same tests, so group advantages compare like with like.
     indices = sample_indices(len(suite), config.max_tests, config.seed, row.sample_key)
@@ -62,7 +62,7 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
     if language is None:
         return _bad(row_id, SANDBOX_ERROR, f"unsupported language {row.language!r}", len(indices))
     if language == "cpp" and suite.mode != STDIO:
-        return _bad(row_id, SANDBOX_ERROR, "C++ rows need stdin/stdout tests", len(indices))
+        return _bad(row_id, INVALID_TESTS, "C++ rows need stdin/stdout tests", len(indices))
     time_limit = row.time_limit
     if time_limit is not None:
         try:
@@ -80,6 +80,7 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
            "fn_name": suite.fn_name, "tests": tests, "limits": limits.to_runner(cpu)}
     # Worst case: every run goes to its wall deadline (plus the runner's own cleanup), then compile.
     timeout = len(tests) * (limits.wall_s(cpu) + 0.5) + (limits.compile_time_s if language == "cpp" else 0)
+    job["deadline_s"] = timeout  # the runner starts no test it could not finish by then
     return Prepared(row_id, suite, indices, runs, job, cpu, timeout)
 
 

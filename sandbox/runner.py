@@ -6,22 +6,47 @@ one JSON response per line on stdout (nothing else is ever written there).
 
     {"op": "ping"}
     {"op": "run", "language": "python"|"cpp", "mode": "stdio"|"call"|"assert", "code": "...",
-     "fn_name": "...", "tests": [{"stdin": "..."} | {"args": [...]} | {"assert_code": "..."}],
-     "limits": {...see LIMIT_DEFAULTS...}}
+     "fn_name": "...", "tests": [{"stdin": "..."} | {"args": [...]} | {"units": [[kind, source], ...]}],
+     "limits": {...see LIMIT_DEFAULTS...}, "deadline_s": seconds the host waits for the answer}
 
-The runner never sees expected outputs and decides nothing: it reports raw facts per test (exit status,
-signal, CPU and wall time, peak memory, captured stdout, the harness reports) and the host judges them.
-An assert-style test arrives already rewritten by the host (sandbox/asserts.py): its asserts are
-`__observe__(k, lambda: EXPR)` calls, and the harness reports each observed value as plain data.
-Call-based and assert code runs as an imported module named `solution` (`__name__ != "__main__"`).
+The runner never sees an expected stdout or return value and decides nothing for stdin/stdout and
+call-based tests: it reports raw facts per test (exit status, signal, CPU and wall time, peak memory,
+stdout, the call's value) and the host judges them. Assert-style tests run as the test code itself, in
+a checker process that never loads the program's code (see "Assert-style" below).
 
-Each test runs in a child forked from this process (no interpreter start-up), in a fresh scratch dir,
-with its own rlimits and a wall-clock deadline. Its CPU time counts every descendant: the runner is the
-container's init, so orphans are reparented to it and reaped, and the CPU of everything reaped during
-the test (getrusage(RUSAGE_CHILDREN) before and after) is the test's. After every test, as PID 1, the
-runner SIGKILLs every other process in the container (kill(-1)), reaps them, removes every SysV IPC
-object (shared memory, message queues, semaphore sets) and wipes /tmp, /dev/shm and /dev/mqueue, so
-daemonised children, files, IPC state and the memory they hold never outlive the test that made them.
+Processes. PID 1 (this file's main) reads jobs and holds them, but never forks a program: every test
+process is forked from the zygote, a fresh interpreter exec'd at container start (and again if it dies)
+that never receives a request, a response or anything a program wrote. Asked to spawn, the zygote forks
+twice (the test process is re-parented to PID 1, which waits for it) and the new process reads its own
+setup (its code, its one test input) from a memfd PID 1 hands over. So frames, gc objects, the heap and
+the inherited file descriptors of a test process hold nothing of an earlier job.
+
+After every test PID 1 has the zygote SIGKILL every other process in the container (kill(-1) spares
+PID 1 and the caller), reaps them, removes every SysV IPC object and wipes /tmp, /dev/shm and
+/dev/mqueue, and only then parses what the test wrote: its processes, memory and IPC are gone before a
+report is read. What is read is bounded (stdout and the call's value by `output_bytes`, stderr read and
+discarded past a tail, the checker's results by the number of tests).
+
+Python programs run under LiveCodeBench's conventions: its import header executed first in the
+program's namespace and its recursion limit (LCB_HEADER); stderr is never judged and never counts
+toward the output limit. stdin/stdout programs run as the main script with real stdin (LiveCodeBench
+runs them in-process with a stdin stand-in); call-based and assert code runs as an imported module named
+`solution` (`__name__ != "__main__"`).
+
+Assert-style: each run is one snippet of test code, split by the host into units (setup statements and
+tests). The program runs as a server: it imports the solution and answers requests on a socket
+(look up a name, call, get an attribute, iterate) with plain data, or with a reference for a value that
+is not plain data. The checker, a second process forked from the zygote, never loads the program's
+code: it executes the test units, resolving every name the test code does not define through the
+program, so a `for` loop of asserts, helper functions and computed expectations run as written and
+`and`/`or` keep their short-circuit order. Values it gets back are rebuilt from plain data (an object
+whose __eq__ lies arrives as a reference equal only to itself), so pass/fail is decided where the
+program cannot reach: the checker is not dumpable (its memory and fds are closed to the program) and
+holds the only write end of its results pipe.
+
+Time: compiling is the program's own time (the CPU limit applies from before compile()); every step of
+the runner's work for a test fits in the wall deadline plus a bounded cleanup, and a job stops starting
+tests once `deadline_s` would be passed (the rest are `skipped`).
 
 Hardening of the runner itself: it is not dumpable (so /proc/1/fd and /proc/1/mem are closed to the
 programs it runs, which share its uid), it installs no signal handlers (PID 1 then ignores every
@@ -38,29 +63,12 @@ import os
 import resource
 import selectors
 import signal
+import socket
 import sys
 import time
 import types
 
-VERSION = 2
-# Destructive housekeeping (kill(-1), wiping /tmp) happens only when all three say we are the
-# sandbox container's init: started with --sandbox, as PID 1, not as root. Anywhere else (a developer
-# running this file by hand) the runner uses a private temp dir and kills only its children's groups.
-IS_INIT = os.getpid() == 1
-SANDBOXED = IS_INIT and os.getuid() != 0 and "--sandbox" in sys.argv
-if SANDBOXED:
-    SCRATCH_ROOTS = ("/tmp", "/dev/shm", "/dev/mqueue")
-    WORK_DIR = "/tmp/run"  # fresh per test; the program's cwd, HOME and TMPDIR
-    BUILD_DIR = "/tmp/.klear-build"  # compiled C++ binary, written afresh from the runner's memory per test
-else:
-    import atexit
-    import shutil
-    import tempfile
-
-    _BASE = tempfile.mkdtemp(prefix="klear-runner-")
-    atexit.register(shutil.rmtree, _BASE, True)  # children leave with os._exit, so only we run this
-    SCRATCH_ROOTS = (_BASE,)
-    WORK_DIR, BUILD_DIR = os.path.join(_BASE, "run"), os.path.join(_BASE, "build")
+VERSION = 3
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
              "USER": "sandbox", "LOGNAME": "sandbox", "PYTHONIOENCODING": "utf-8"}
 STDERR_KEEP = 4096  # bytes of stderr returned per test (the tail: where tracebacks end)
@@ -71,20 +79,29 @@ LIMIT_DEFAULTS = {
     "nproc": 64,  # RLIMIT_NPROC
     "fsize_bytes": 16 << 20,  # RLIMIT_FSIZE: largest file a program may write
     "nofile": 1024,  # RLIMIT_NOFILE
-    "output_bytes": 1 << 20,  # stdout (and separately stderr) cap; beyond it the test is killed
+    "output_bytes": 1 << 20,  # stdout (and a call's value) cap; beyond it the test is killed
     "max_timeouts": 2,  # after this many timed-out tests the rest are skipped
     "compile_wall_s": 30.0,  # C++ compile deadline
     "compile_memory_bytes": 2 << 30,  # C++ compile address-space limit
 }
+# LiveCodeBench's import header (lcb_runner/evaluation/testing_util.py), run before every Python program
+LCB_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+               "statistics", "itertools", "functools", "operator", "io", "sys", "json")
+LCB_HEADER = ("".join(f"from {m} import *\n" for m in LCB_MODULES[:-2])
+              + "from sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
+              + "".join(f"import {m}\n" for m in LCB_MODULES) + "sys.setrecursionlimit(50000)\n")
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36  # outside a container: orphans come back to us, so their CPU is counted
 IPC_RMID = 0
-MAX_REPORT_DEPTH = 250  # nesting accepted in a report line; deeper is garbled (never a runner crash)
-OBSERVE = "__observe__"  # the harness function an assert-style test calls (see sandbox/asserts.py)
-MAX_REPORTS = 100_000  # parsed report lines kept per test (blank ones skipped); more is truncation, not a
-#   bigger response: a program's 1 MiB of report lines must not become a 20 MiB answer the host times out on
-SETUP_FAILED = 125  # child exit status when preparing a test failed before the program started
-READY_FD = 4  # in the child, until the program starts: where it reports that setup went well
+SETUP_FAILED = 125  # exit status of a test process whose preparation failed before the program's time
+# Fixed fds in a test process: 0-2 stdio, then these. The ready pipe tells PID 1, on a pipe the program
+# never holds, how far the setup got: b"P<pid>\n" (forked), b"L" (limits set: from here on it is the
+# program's time), then b"R" (program starts), b"C<message>" (compile error) or b"E" (exec failed).
+REPORT_FD, READY_FD, CHAN_FD = 3, 4, 5
+MAX_MESSAGE = 1 << 20  # a checker <-> program message; a bigger answer is the program's output_limit
+MAX_ELEMENTS = 1_000_000  # members of one decoded value, all levels together
+MAX_DEPTH = 100  # nesting of an encoded value
+MAX_REPORT_DEPTH = 250  # nesting of a report line kept; deeper is garbled (the host reads it back safely)
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -150,12 +167,13 @@ def _scan(fd, skip=()):
     return ok, dirs
 
 
-def _container_cpu():
+def _container_cpu(sandboxed):
     """CPU seconds used by the whole container so far (cgroup v1 cpuacct or v2 cpu.stat), or None.
 
-    The per-test figure is this counter's delta minus the runner's own: it sees processes that no one
-    reaps (a SIGCHLD set to SIG_IGN makes the kernel discard children, and their CPU, unreported)."""
-    if not SANDBOXED:
+    The per-test figure is this counter's delta minus the runner's, the zygote's and the checker's own:
+    it sees processes that no one reaps (a SIGCHLD set to SIG_IGN makes the kernel discard children, and
+    their CPU, unreported)."""
+    if not sandboxed:
         return None
     try:
         with open("/sys/fs/cgroup/cpuacct/cpuacct.usage") as fh:
@@ -178,7 +196,19 @@ def _self_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def _wipe(path, keep=()):
+def _proc_cpu(pid):
+    """CPU seconds a process used itself (not its children), from /proc (0.0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(v) for v in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def wipe(path, keep=()):
     """Remove everything under path (not path itself), making read-only dirs writable first.
 
     Iterative and fd-relative: any depth or width of tree costs one open directory at a time and each
@@ -228,8 +258,6 @@ def _wipe(path, keep=()):
 def _remove_ipc():
     """Remove every SysV shared-memory segment, message queue and semaphore set in our IPC namespace
     (the container's own: ipc_mode private). Nothing is attached any more: every process is dead."""
-    if not SANDBOXED:
-        return True
     ok = True
     libc = _libc()
     for table, remove in (("shm", lambda i: libc.shmctl(i, IPC_RMID, None)),
@@ -247,57 +275,17 @@ def _remove_ipc():
     return ok
 
 
-def _signal_all(pgid=None):
-    """SIGKILL every other process we can reach; False when there was none left to signal.
-
-    As PID 1 of the container, kill(-1) reaches every process there (and the kernel exempts PID 1).
-    Outside a container (development only) we fall back to the child's process group rather than
-    signalling every process of the uid on the host.
-    """
-    try:
-        if SANDBOXED:
-            os.kill(-1, signal.SIGKILL)
-        elif pgid:
-            os.killpg(pgid, signal.SIGKILL)
-        else:
-            return False
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def kill_everything(pgid=None):
-    """SIGKILL every process but this one and reap them (orphans are reparented to PID 1, so they are
-    ours to reap too); True once none are left."""
-    deadline = time.monotonic() + 2.0
-    while True:
-        alive = _signal_all(pgid)
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                if not alive:
-                    return True
-                break
-            if pid == 0:
-                break
-        if not alive and not SANDBOXED:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-
-
 # ------------------------------------------------------------------------------- value encoding
-def encode_value(value, depth=0):
-    """JSON-safe encoding of a return value as plain data, keeping the types `==` cares about.
+def encode_value(value, refs=None, depth=0):
+    """JSON-safe encoding of a value as plain data, keeping the types `==` cares about.
 
-    Tuples, sets, dicts with non-string keys, bytes, complex and big ints are tagged objects; floats keep
-    nan/inf; subclasses of the plain types become the plain type (an int subclass whose __eq__ lies is
-    sent as its int value); anything else is sent as its repr, which the host never equals to anything.
-    Ints travel as hex beyond 2**53, which no digit limit applies to.
+    Tuples, sets, dicts with non-string keys, bytes, complex, ranges and big ints are tagged objects;
+    floats keep nan/inf; subclasses of the plain types become the plain type (an int subclass whose __eq__
+    lies is sent as its int value). Anything else is a reference when `refs` (a list the sender keeps the
+    objects in) is given, else its repr, which the host never equals to anything. Ints travel as hex
+    beyond 2**53, which no digit limit applies to.
     """
-    if depth > 100:
+    if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     if value is None or type(value) is bool:
         return value
@@ -310,24 +298,30 @@ def encode_value(value, depth=0):
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, tuple):
-        return {"__tuple__": [encode_value(v, depth + 1) for v in tuple.__iter__(value)]}
+        return {"__tuple__": [encode_value(v, refs, depth + 1) for v in tuple.__iter__(value)]}
     if isinstance(value, list):
-        return [encode_value(v, depth + 1) for v in list.__iter__(value)]
+        return [encode_value(v, refs, depth + 1) for v in list.__iter__(value)]
     if isinstance(value, dict):
-        return {"__dict__": [[encode_value(k, depth + 1), encode_value(v, depth + 1)]
+        return {"__dict__": [[encode_value(k, refs, depth + 1), encode_value(v, refs, depth + 1)]
                              for k, v in dict.items(value)]}
     if isinstance(value, (set, frozenset)):
-        return {"__set__": [encode_value(v, depth + 1) for v in set.__iter__(set(value))]}
+        return {"__set__": [encode_value(v, refs, depth + 1) for v in set.__iter__(set(value))]}
     if isinstance(value, (bytes, bytearray)):
         return {"__bytes__": bytes(value).hex()}
     if isinstance(value, complex):
-        return {"__complex__": [encode_value(value.real, depth + 1), encode_value(value.imag, depth + 1)]}
+        return {"__complex__": [encode_value(value.real, refs, depth + 1),
+                                encode_value(value.imag, refs, depth + 1)]}
+    if type(value) is range:
+        return {"__range__": [encode_value(value.start), encode_value(value.stop), encode_value(value.step)]}
     fractions, decimal = sys.modules.get("fractions"), sys.modules.get("decimal")
     if fractions is not None and isinstance(value, fractions.Fraction):
-        return {"__fraction__": [encode_value(value.numerator, depth + 1),
-                                 encode_value(value.denominator, depth + 1)]}
+        return {"__fraction__": [encode_value(value.numerator, refs, depth + 1),
+                                 encode_value(value.denominator, refs, depth + 1)]}
     if decimal is not None and isinstance(value, decimal.Decimal):
         return {"__decimal__": decimal.Decimal.__str__(value)}
+    if refs is not None:
+        refs.append(value)
+        return {"__ref__": len(refs) - 1, "__type__": _safe_text(type(value).__name__, 80)}
     return {"__repr__": _safe_text(value, 200), "__type__": _safe_text(type(value).__name__, 80)}
 
 
@@ -338,10 +332,62 @@ def _safe_text(obj, n):
         return "<unprintable>"
 
 
-# --------------------------------------------------------------------------- in the forked child
+def decode_value(value, make_ref, budget=None):
+    """Inverse of encode_value for the runner's own processes; `make_ref(id, type)` builds a reference.
+    Bounded: MAX_ELEMENTS members in all, MAX_DEPTH levels; anything malformed raises ValueError."""
+    budget = budget if budget is not None else [MAX_ELEMENTS]
+
+    def members(payload, depth):
+        if type(payload) is not list or depth > MAX_DEPTH:
+            raise ValueError("malformed value")
+        budget[0] -= len(payload)
+        if budget[0] < 0:
+            raise ValueError("value too large")
+        return [dec(v, depth + 1) for v in payload]
+
+    def dec(v, depth):
+        if type(v) is list:
+            return members(v, depth)
+        if type(v) is not dict:
+            return v
+        if "__int__" in v:
+            return int(str(v["__int__"]), 16)
+        if "__float__" in v:
+            return float(str(v["__float__"]))
+        if "__tuple__" in v:
+            return tuple(members(v["__tuple__"], depth))
+        if "__dict__" in v:
+            return {_key(k): val for k, val in members(v["__dict__"], depth)}
+        if "__set__" in v:
+            return set(_key(m) for m in members(v["__set__"], depth))
+        if "__bytes__" in v:
+            return bytes.fromhex(str(v["__bytes__"]))
+        if "__complex__" in v:
+            re_, im = members(v["__complex__"], depth)
+            return complex(re_, im)
+        if "__range__" in v:
+            return range(*members(v["__range__"], depth))
+        if "__fraction__" in v:
+            import fractions
+            return fractions.Fraction(*members(v["__fraction__"], depth))
+        if "__decimal__" in v:
+            import decimal
+            return decimal.Decimal(str(v["__decimal__"]))
+        if "__ref__" in v:
+            return make_ref(v["__ref__"], _safe_text(v.get("__type__", "?"), 80))
+        raise ValueError("unknown tag")
+
+    return dec(value, 0)
+
+
+def _key(k):
+    return tuple(_key(x) for x in k) if type(k) is list else k
+
+
+# --------------------------------------------------------------------------- in a test process
 def _report(obj):
     try:
-        _write_all(3, (json.dumps(obj) + "\n").encode())
+        _write_all(REPORT_FD, (json.dumps(obj) + "\n").encode())
     except Exception:
         pass
 
@@ -380,23 +426,6 @@ def _exit_code(exc):
     return 1
 
 
-def _observer():
-    """The `__observe__(k, thunk)` an assert-style test calls: report observation k's value as plain data,
-    or the exception computing it raised (that test's error; the snippet goes on)."""
-    def observe(k, thunk):
-        try:
-            value = thunk()
-        except Exception as exc:
-            _report({"obs": k, "exc": _safe_text(type(exc).__name__, 80), "message": _safe_text(exc, 300)})
-            return
-        try:
-            encoded = encode_value(value)
-        except BaseException as exc:
-            encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
-        _report({"obs": k, "value": encoded})
-    return observe
-
-
 def _failed(exc, stage):
     import traceback
 
@@ -407,22 +436,12 @@ def _failed(exc, stage):
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
     except BaseException:
         pass
-    _report({"exc": type(exc).__name__, "stage": stage, "message": str(exc)[:500]})
+    _report({"exc": type(exc).__name__, "stage": stage, "message": _safe_text(str(exc), 500)})
     _finish(1)
 
 
-def _child_setup(limits, work, pin_fds):
-    os.setsid()
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in pin_fds]  # out of the way of 0..n first
-    for target, fd in enumerate(high):
-        os.dup2(fd, target)
-    os.closerange(len(pin_fds), 65536)
-    _prctl(PR_SET_DUMPABLE, 1)  # our own /proc entries back to our uid, so oom_score_adj is writable
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")  # on cgroup OOM, the program dies, not the runner
-    except OSError:
-        pass
+def _limits(limits, work):
+    """Resource limits, environment and signal dispositions of a test process (before its program)."""
     cpu = max(1, math.ceil(limits["cpu_s"]))
     for res, soft, hard in ((resource.RLIMIT_CPU, cpu, cpu + 1),
                             (resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"]),
@@ -440,207 +459,1077 @@ def _child_setup(limits, work, pin_fds):
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _python_child(job, test, work, code):
+def _program(setup):
+    """A test process running the program (fds 0-2 its stdio, REPORT_FD, READY_FD, CHAN_FD in assert
+    mode). Never returns."""
+    work = setup["work"]
+    try:
+        _prctl(PR_SET_DUMPABLE, 1)  # it holds nothing but its own test: a normal process again
+        _limits(setup["limits"], work)
+        os.set_inheritable(READY_FD, False)  # a compiled program never gets it
+    except BaseException as exc:
+        _report({"setup_error": repr(exc)[:500]})
+        os._exit(SETUP_FAILED)
+    os.write(READY_FD, b"L")  # from here on: the program's time
+    argv = setup.get("argv")
+    if argv:
+        os.write(READY_FD, b"R")
+        try:
+            os.execv(argv[0], argv)
+        except BaseException:
+            os.write(READY_FD, b"E")
+            os._exit(SETUP_FAILED)
+    try:
+        code = compile(setup["code"], "solution.py", "exec")
+    except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+        os.write(READY_FD, b"C" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:2000])
+        os._exit(1)
+    os.write(READY_FD, b"R")
+    os.close(READY_FD)  # from here on the program runs: it cannot claim a setup failure
+    _python_program(setup, code)
+    os._exit(SETUP_FAILED)  # not reached
+
+
+def _python_program(setup, code):
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8")
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding="utf-8")
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.open(2, "wb", closefd=False), encoding="utf-8",
                                                    errors="backslashreplace", line_buffering=True)
+    work = setup["work"]
     sys.argv = ["solution.py"]
     sys.path[:0] = [work]
-    mode = job["mode"]
+    mode = setup["mode"]
     # stdin/stdout programs run as the main script; call-based and assert code is imported as a module
-    # (LiveCodeBench's rule), so an `if __name__ == "__main__":` block does not run.
+    # (LiveCodeBench's rule), so an `if __name__ == "__main__":` block does not run. The header's names
+    # come with the builtins (see load_header).
     main = types.ModuleType("__main__" if mode == "stdio" else "solution")
     main.__file__ = os.path.join(work, "solution.py")
-    main.__builtins__ = __builtins__
+    main.__builtins__ = HEADER_BUILTINS
     sys.modules["__main__"] = sys.modules[main.__name__] = main
     ns = main.__dict__
     try:
         exec(code, ns)
     except SystemExit as exc:
-        if mode == "stdio":
-            _finish(_exit_code(exc))
+        if mode == "stdio":  # LiveCodeBench's rule: sys.exit(code) ends the program; its output is judged
+            _exit_code(exc)
+            _finish(0)
         # call/assert: leaving the module early just ends the definitions; the tests still run
     except BaseException as exc:
+        if mode == "assert":
+            _serve_dead(exc)
         _failed(exc, "solution")
     if mode == "stdio":
         _finish(0)
-    if mode == "call":
-        name = job["fn_name"]
-        try:
-            target = ns.get("Solution")
-            if isinstance(target, type) and hasattr(target, name):
-                fn = getattr(target(), name)
-            elif name in ns:
-                fn = ns[name]
-            else:
-                raise NameError(f"function {name!r} is not defined")
-            value = fn(*test["args"])
-        except BaseException as exc:
-            _failed(exc, "call")
-        try:
-            encoded = encode_value(value)
-        except BaseException as exc:
-            encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
-        _report({"value": encoded})
-        _finish(0)
-    # assert-style: the host rewrote each assert into observations; nothing here decides pass/fail, and a
-    # report the program writes itself is only another claim about its own values
-    ns[OBSERVE] = _observer()
+    if mode == "assert":
+        _serve(ns)
+    name = setup["fn_name"]
     try:
-        tests = test.get("compiled") or compile(test["assert_code"], "<tests>", "exec")
-        exec(tests, ns)
-    except BaseException as exc:  # SystemExit included: the tests not yet observed are not reached
-        _failed(exc, "tests")
+        target = ns.get("Solution")
+        if isinstance(target, type) and hasattr(target, name):
+            fn = getattr(target(), name)
+        elif name in ns:
+            fn = ns[name]
+        else:
+            raise NameError(f"function {name!r} is not defined")
+        value = fn(*setup["args"])
+    except BaseException as exc:
+        _failed(exc, "call")
+    try:
+        encoded = encode_value(value)
+    except BaseException as exc:
+        encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
+    _report({"value": encoded})
     _finish(0)
 
 
-# ------------------------------------------------------------------------------ in the runner
-def _spawn(job, test, limits, argv=None):
-    """Fork one child for one test (or a compile); return the raw facts about how it went."""
-    os.makedirs(WORK_DIR, mode=0o700, exist_ok=True)
-    stdin_fd = os.memfd_create("stdin", 0)
-    _write_all(stdin_fd, test.get("stdin", "").encode("utf-8", "surrogateescape"))
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
-    pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, report
-    ready_r, ready_w = os.pipe()  # the child writes b"R" once set up, before any program code runs
-    oom_before = _oom_kills()
-    tree_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    box_before, self_before = _container_cpu(), _self_cpu()
-    t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # ------------------------------------------------------------------- child
-        try:
-            _child_setup(limits, WORK_DIR, [stdin_fd] + [w for _, w in pipes] + [ready_w])
-            os.set_inheritable(READY_FD, False)  # a compiled program never gets it
-        except BaseException as exc:
-            _report({"setup_error": repr(exc)[:500]})
-            os._exit(SETUP_FAILED)
-        code = None
-        if argv is None:  # Python: compiled here, on the test's clock, before any of the program runs, so
-            try:          #   a compile error is told on the ready pipe, which the program never holds
-                code = compile(job["code"], "solution.py", "exec")
-            except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
-                os.write(READY_FD, b"C" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:2000])
-                os._exit(1)
-        os.write(READY_FD, b"R")
-        if argv is not None:
+HEADER_CODE = compile(LCB_HEADER, "<header>", "exec")
+HEADER_NAMES = {}  # what the header binds: name -> object (built by load_header)
+HEADER_BUILTINS = {}  # the builtins a program runs with: Python's, then the header's names over them
+
+
+def load_header():
+    """In the zygote (and the checker): run LiveCodeBench's header once, keep what it binds, and build
+    the builtins programs run with: a test process's module starts empty, and the header's names are
+    found where the builtins are (a name the program binds shadows them, as it would the header's). So
+    the program's namespace holds exactly what the program bound, and running the header costs a test
+    nothing: copying ~700 names into each namespace would write every object's reference count and so
+    copy hundreds of the zygote's pages per test (≈ 2 ms). Also sets the int-to-string digit limit
+    (50,000) as LiveCodeBench's evaluation does."""
+    import builtins
+
+    sys.set_int_max_str_digits(50000)
+    ns = {"__builtins__": builtins}
+    exec(HEADER_CODE, ns)
+    HEADER_NAMES.update((k, v) for k, v in ns.items() if not k.startswith("__"))
+    HEADER_BUILTINS.update(builtins.__dict__)
+    HEADER_BUILTINS.update(HEADER_NAMES)
+
+
+# ------------------------------------------------------------------- assert-style: program side
+class _Chan:
+    """JSON lines over the socket between the checker and the program (CHAN_FD on both sides)."""
+
+    def __init__(self, fd):
+        self.sock = socket.socket(fileno=fd)
+        self.file = self.sock.makefile("rb")
+
+    def send(self, obj):
+        self.sock.sendall((json.dumps(obj) + "\n").encode())
+
+    def close(self):
+        for obj in (self.file, self.sock):
             try:
-                os.execv(argv[0], argv)
-            except BaseException as exc:
-                os.write(READY_FD, b"E")
-                _report({"setup_error": f"exec {argv[0]}: {exc!r}"[:500]})
-                os._exit(SETUP_FAILED)
-        os.close(READY_FD)  # from here on the program runs: it cannot claim a setup failure
-        _python_child(job, test, WORK_DIR, code)
-        os._exit(SETUP_FAILED)  # not reached: _python_child always exits
-    # ------------------------------------------------------------------------------------ parent
-    os.close(stdin_fd)
-    os.close(ready_w)
-    for _, w in pipes:
-        os.close(w)
-    reads = {r: name for (r, _), name in zip(pipes, ("stdout", "stderr", "report"))}
-    bufs = {"stdout": [], "stderr": [], "report": []}
-    sizes = dict.fromkeys(bufs, 0)
-    cap = limits["output_bytes"]
-    timed_out = exceeded = False
-    pidfd = os.pidfd_open(pid)
-    sel = selectors.DefaultSelector()
-    sel.register(pidfd, selectors.EVENT_READ, None)
-    for fd in reads:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ, reads[fd])
-    deadline = t0 + limits["wall_s"]
+                obj.close()
+            except OSError:
+                pass
 
-    def pump(fd, name):
-        nonlocal exceeded
+    def recv(self):
+        line = self.file.readline(MAX_MESSAGE + 1)
+        if not line:
+            raise EOFError("closed")
+        if len(line) > MAX_MESSAGE or not line.endswith(b"\n"):
+            raise OverflowError("message over the cap")
+        return json.loads(line)
+
+
+def _serve_dead(exc):
+    """The solution failed to import: tell the checker once, then fail like a plain run."""
+    try:
+        _Chan(CHAN_FD).send({"dead": type(exc).__name__, "message": _safe_text(str(exc), 300)})
+    except BaseException:
+        pass
+
+
+def _serve(ns):
+    """Answer the checker's requests on the solution's namespace until it hangs up. First the names the
+    program bound: to objects of its own, or to the header's (`from math import gcd` is the header's
+    gcd); then values go back as plain data, anything else as a reference into `refs` (the checker can call it,
+    get its attributes or iterate it, never compare it by the program's own __eq__)."""
+    chan = _Chan(CHAN_FD)
+    refs = []
+    try:
+        used = [n for n in list(ns) if isinstance(n, str) and not n.startswith("__")]
+        names = [n for n in used if n not in HEADER_NAMES or HEADER_NAMES[n] is not ns[n]]
+        header = [n for n in used if n in HEADER_NAMES and HEADER_NAMES[n] is ns[n]]
+        bound = {}  # functions and classes go as references at once: one round trip fewer per name
+        for n in names:
+            if callable(ns[n]) and len(bound) < 1000:
+                refs.append(ns[n])
+                bound[n] = len(refs) - 1
+        chan.send({"names": names, "header": header, "bound": bound})
+    except BaseException:
+        _finish(1)
+
+    def ref(i, _type):
+        if type(i) is not int or not 0 <= i < len(refs):
+            raise ValueError("bad reference")
+        return refs[i]
+
+    while True:
         try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return False
-        sizes[name] += len(chunk)
-        if name == "stderr" and sizes[name] > 4 * STDERR_KEEP:
-            bufs[name] = [b"".join(bufs[name])[-STDERR_KEEP:]]
-        bufs[name].append(chunk)
-        if sizes[name] > cap:
-            exceeded = True
-        return True
+            req = chan.recv()
+        except BaseException:
+            _finish(0)
+        op = req.get("op")
+        try:
+            if op == "name":
+                if req["name"] not in ns:
+                    chan.send({"missing": True})
+                    continue
+                result = ns[req["name"]]
+            else:
+                target = ref(req.get("ref"), None)
+                if op == "call":
+                    args = decode_value(req.get("args", []), ref)
+                    kwargs = decode_value(req.get("kwargs", {"__dict__": []}), ref)
+                    result = target(*args, **kwargs)
+                elif op == "getattr":
+                    result = getattr(target, str(req.get("name")))
+                elif op == "iter":
+                    result = iter(target)
+                elif op == "next":
+                    try:
+                        result = next(target)
+                    except StopIteration:
+                        chan.send({"stop": True})
+                        continue
+                else:
+                    raise ValueError(f"unknown op {op!r}")
+            try:
+                encoded = encode_value(result, refs)
+            except BaseException as exc:
+                encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
+            chan.send({"value": encoded})
+        except (SystemExit, KeyboardInterrupt) as exc:
+            chan.send({"exc": type(exc).__name__, "message": _safe_text(str(exc), 300)})
+            _finish(_exit_code(exc) if isinstance(exc, SystemExit) else 1)
+        except BaseException as exc:
+            import traceback
+            try:
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+            except BaseException:
+                pass
+            try:
+                chan.send({"exc": _safe_text(type(exc).__name__, 80), "message": _safe_text(str(exc), 300)})
+            except BaseException:
+                _finish(1)
 
-    exited = False
-    while not exited and not exceeded:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            timed_out = True
-            break
-        for key, _ in sel.select(left):
-            if key.data is None:
-                exited = True
-            elif not pump(key.fd, key.data):
-                sel.unregister(key.fd)
-    if not exited:
-        _signal_all(pid)
+
+# ------------------------------------------------------------------- assert-style: checker side
+class ProgramGone(BaseException):
+    """The program stopped answering (exited, was killed, or sent a message over the cap). A
+    BaseException, so the test code's `except Exception` cannot swallow it."""
+
+
+class RemoteError(Exception):
+    """An exception raised in the program that is not a builtin exception type."""
+
+
+class Remote:
+    """A value of the program's that is not plain data. It can be called, have attributes read, be
+    iterated; it equals only itself and has no truth value or length the program could decide."""
+
+    __slots__ = ("_id", "_type", "_conn")
+
+    def __init__(self, ref_id, type_name, conn):
+        object.__setattr__(self, "_id", ref_id)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_conn", conn)
+
+    def __call__(self, *args, **kwargs):
+        return self._conn.request("call", self._id, args=list(args), kwargs=kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._conn.request("getattr", self._id, name=name)
+
+    def __iter__(self):
+        it = self._conn.request("iter", self._id)
+        if not isinstance(it, Remote):
+            return iter(it)
+        return _RemoteIterator(it)
+
+    def __eq__(self, other):
+        return isinstance(other, Remote) and other._id == self._id and other._conn is self._conn
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(("remote", self._id))
+
+    def __bool__(self):
+        raise TypeError(f"the truth of a {self._type} object from the program is not judged")
+
+    def __len__(self):
+        raise TypeError(f"the length of a {self._type} object from the program is not judged")
+
+    def __repr__(self):
+        return f"<{self._type} object of the program>"
+
+
+class _RemoteIterator:
+    def __init__(self, remote):
+        self.remote = remote
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.remote._conn.request("next", self.remote._id)
+
+
+class _Conn:
+    """The checker's end of the program channel."""
+
+    def __init__(self, fd):
+        self.chan = _Chan(fd)
+        self.calls = 0
+
+    def _encode(self, value):
+        if isinstance(value, Remote):
+            return {"__ref__": value._id}
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            if isinstance(value, list):
+                return [self._encode(v) for v in value]
+            if isinstance(value, tuple):
+                return {"__tuple__": [self._encode(v) for v in value]}
+            if isinstance(value, dict):
+                return {"__dict__": [[self._encode(k), self._encode(v)] for k, v in value.items()]}
+            return {"__set__": [self._encode(v) for v in value]}
+        encoded = encode_value(value)
+        if isinstance(encoded, dict) and "__repr__" in encoded:
+            raise TypeError(f"a {type(value).__name__} cannot be passed to the program as plain data")
+        return encoded
+
+    def request(self, op, ref_id=None, **fields):
+        msg = {"op": op}
+        if ref_id is not None:
+            msg["ref"] = ref_id
+        if op == "call":
+            msg["args"] = self._encode(fields["args"])
+            msg["kwargs"] = self._encode(fields["kwargs"])
+        elif "name" in fields:
+            msg["name"] = fields["name"]
+        self.calls += 1
+        try:
+            self.chan.send(msg)
+            answer = self.chan.recv()
+        except OverflowError:
+            raise ProgramGone("output_limit") from None
+        except (OSError, EOFError, ValueError):
+            raise ProgramGone("gone") from None
+        if not isinstance(answer, dict):
+            raise ProgramGone("gone")
+        if answer.get("stop"):
+            raise StopIteration
+        if answer.get("missing"):
+            raise KeyError(fields.get("name"))
+        if "dead" in answer:
+            raise ProgramGone("gone")
+        if "exc" in answer:
+            raise _remote_exception(str(answer["exc"])[:80], str(answer.get("message", ""))[:300])
+        try:
+            return decode_value(answer.get("value"), lambda i, t: Remote(i, t, self))
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            return Remote(-1, "undecodable", self)
+
+
+def _remote_exception(name, message):
+    import builtins
+
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = RemoteError
+        message = f"{name}: {message}"
     try:
-        _, status, usage = os.wait4(pid, 0)  # before the sweep below, so its rusage is ours
-    except ChildProcessError:
-        status, usage = None, None
-    wall = time.monotonic() - t0
-    clean = kill_everything(pid)
-    tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # everything reaped: every descendant's CPU
-    tree_cpu = (tree_after.ru_utime + tree_after.ru_stime) - (tree_before.ru_utime + tree_before.ru_stime)
-    box_after, self_after = _container_cpu(), _self_cpu()
-    if box_before is not None and box_after is not None:  # what no wait() reports (auto-reaped children)
-        tree_cpu = max(tree_cpu, (box_after - box_before) - (self_after - self_before))
-    for fd in reads:  # every writer is dead now: drain to EOF (bounded by the cap)
-        while sizes[reads[fd]] <= cap and pump(fd, reads[fd]):
+        exc = cls(message)
+    except BaseException:
+        exc = RemoteError(f"{name}: {message}")
+    exc.klear_remote = name
+    return exc
+
+
+class _TestGlobals(dict):
+    """The test code's namespace, as if it ran after the program in the program's module (HumanEval's
+    and MBPP's harnesses), with the program's objects kept out of the checker: the builtins; the names
+    the program's code binds to objects of its own, looked up in the program (as references, or plain
+    data) when first used; the names it binds to the header's objects (`import math`, `from math import
+    gcd`), as the checker's own copies of those objects (so a `math` the program patched is never the
+    checker's). A name the program never binds is a NameError, even one the header offers: a program that
+    defines no `add` must not pass tests of `add` with the header's operator.add."""
+
+    def __init__(self, conn, program_names, header_names=(), bound=None):
+        super().__init__(__name__="__tests__", __builtins__=__builtins__)
+        self.conn = conn
+        self.program_names = set(program_names)
+        for name in header_names:
+            if name in HEADER_NAMES and name not in self.program_names:
+                self[name] = HEADER_NAMES[name]
+        for name, ref_id in (bound or {}).items():  # the program's functions and classes, as references
+            if name in self.program_names and type(ref_id) is int:
+                self[name] = Remote(ref_id, "function", conn)
+        self["solution"] = _SolutionModule(self)
+
+    def __missing__(self, name):
+        if name not in self.program_names:
+            raise KeyError(name)
+        value = self.conn.request("name", name=name)
+        self[name] = value
+        return value
+
+
+class _SolutionModule(types.ModuleType):
+    """`solution` in the test code (`import solution`, `from solution import f`): the program's module,
+    its attributes looked up like the test code's own free names."""
+
+    def __init__(self, ns):
+        super().__init__("solution")
+        object.__setattr__(self, "_ns", ns)
+
+    def __getattr__(self, name):
+        try:
+            return self._ns[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def check_run(units, chan_fd, out):
+    """Run one snippet's units against the program at the other end of `chan_fd`; write one result line
+    per test unit with `out(obj)`. Never loads the program's code."""
+    units = [(kind, compile(source, "<tests>", "exec")) for kind, source in units]
+    conn = _Conn(chan_fd)
+    test, pending_error, ns = 0, None, None
+    try:
+        first = conn.chan.recv()
+        names = first.get("names") if isinstance(first, dict) else None
+        if type(names) is not list:
+            raise ProgramGone("gone")
+        bound, header = first.get("bound"), first.get("header")
+        ns = _TestGlobals(conn, [n for n in names if isinstance(n, str)],
+                          [n for n in header if isinstance(n, str)] if type(header) is list else (),
+                          bound if isinstance(bound, dict) else None)
+    except OverflowError:
+        pending_error = {"gone": "output_limit"}
+    except BaseException:
+        pending_error = {"gone": "gone"}
+    sys.modules["solution"] = ns["solution"] if ns is not None else types.ModuleType("solution")
+    for kind, code in units:
+        if kind == "test":
+            if pending_error is not None:
+                out({"test": test, **pending_error})
+            else:
+                try:
+                    exec(code, ns)
+                    out({"test": test, "ok": True})
+                except ProgramGone as exc:
+                    out({"test": test, "gone": str(exc)})
+                    pending_error = {"gone": str(exc)}
+                except BaseException as exc:
+                    out({"test": test, **_test_failure(exc)})
+            test += 1
+        elif pending_error is None:
+            try:
+                exec(code, ns)
+            except ProgramGone as exc:
+                pending_error = {"gone": str(exc)}
+            except BaseException as exc:
+                pending_error = _test_failure(exc, "setup: ")
+    conn.chan.close()
+
+
+def checker_main(sock):
+    """The checker process, forked by PID 1 and kept across runs (it is not dumpable, so neither its
+    memory nor its fds are open to programs of the same uid). Per run: a datagram b"T" with fds [units
+    memfd, program channel, results pipe]; it answers b"d" when the run is done."""
+    os.chdir("/")
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and not p.startswith(("/tmp", "/dev"))]
+    os.environ.clear()
+    os.environ.update(CHILD_ENV)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    if not HEADER_NAMES:
+        load_header()  # the objects the checker binds for the header names a program uses
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 16, 8)
+        except OSError:
+            os._exit(0)
+        if not msg or len(fds) != 3:
+            os._exit(0)
+        units_fd, chan_fd, res_fd = fds
+        try:
+            os.lseek(units_fd, 0, os.SEEK_SET)
+            with os.fdopen(units_fd, "rb") as fh:
+                units = json.loads(fh.read())
+
+            def out(obj, fd=res_fd):
+                _write_all(fd, (json.dumps(obj) + "\n").encode())
+            check_run(units, chan_fd, out)
+        except BaseException:
+            try:
+                os.close(chan_fd)
+            except OSError:
+                pass
+        finally:
+            try:
+                os.close(res_fd)
+            except OSError:
+                pass
+        try:
+            sock.sendall(b"d")
+        except OSError:
+            os._exit(0)
+
+
+def _test_failure(exc, prefix=""):
+    """A failed test unit: an assert that does not hold is a wrong answer; an exception the program
+    raised is a runtime error (a MemoryError, the memory limit); anything else raised while testing the
+    program's values (a TypeError on a value it returned, a NameError for a name it does not define) is a
+    runtime error too."""
+    remote = getattr(exc, "klear_remote", None)
+    message = _safe_text(str(exc), 300)
+    if isinstance(exc, AssertionError) and remote is None:
+        return {"verdict": "wrong_answer", "message": prefix + ("assertion failed" + (f": {message}" if message else ""))}
+    if remote == "MemoryError":
+        return {"verdict": "memory_limit", "message": prefix + "MemoryError in the program"}
+    name = remote or type(exc).__name__
+    where = "the program raised" if remote else "the test raised"
+    return {"verdict": "runtime_error", "message": f"{prefix}{where} {name}" + (f": {message}" if message else "")}
+
+
+# --------------------------------------------------------------------------------------- zygote
+PRELOAD = LCB_MODULES + ("typing",)  # what the header imports, and nothing else: every page the zygote
+#   holds is copied into (page tables) and torn down from (at exit) every test process
+
+
+def zygote_main(sock_fd):
+    """Fork test processes on request, holding nothing but its own code, and the pids, wait statuses
+    and resource usage of the processes it forked. Requests (one datagram each): b"S" + fds
+    (fork one; the child reads its setup from the first fd; answers the pid), b"W" + pid (wait for
+    that child: answers its status and rusage), b"R" (reap any child), b"P" (ping)."""
+    os.umask(0o077)
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
             pass
-        os.close(fd)
-    sel.close()
-    os.close(pidfd)
-    os.set_blocking(ready_r, False)
-    try:
-        ready = os.read(ready_r, 4096)
-    except BlockingIOError:
-        ready = b""
-    os.close(ready_r)
-    oom_after = _oom_kills()
-    result = {
-        "exit": os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None,
-        "signal": os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
-        "timed_out": timed_out,
-        "output_exceeded": exceeded,
-        "oom": bool(oom_before is not None and oom_after is not None and oom_after > oom_before),
-        "cpu": round(max(tree_cpu, usage.ru_utime + usage.ru_stime if usage else 0.0), 4),
-        "wall": round(wall, 4),
-        "maxrss_kb": usage.ru_maxrss if usage else None,
-        # base64, not JSON text: control bytes would grow 6x as \u escapes in the response
-        "stdout_b64": base64.b64encode(b"".join(bufs["stdout"])[:cap + 1]).decode("ascii"),
-        "stderr": b"".join(bufs["stderr"])[-STDERR_KEEP:].decode("utf-8", "replace"),
-        "report": None,
-    }
-    if not clean:
-        result["unclean"] = True
-    if ready.startswith(b"C"):
-        result["compile_error"] = ready[1:].decode("utf-8", "replace")  # told before the program ran
-    elif ready != b"R" and not timed_out:
-        result["setup_failed"] = True  # decided here, from a pipe the program never held
-    reports, garbled, last = [], 0, None
-    for line in b"".join(bufs["report"]).splitlines():
-        if not line.strip():
-            continue
-        last = _parse_report(line)
-        if last.get("garbled") is True:
-            garbled += 1
-        elif len(reports) < MAX_REPORTS:
-            reports.append(last)
+    load_header()
+    try:  # every child inherits it: the program is the OOM killer's first choice, with no write per test
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+    except OSError:
+        pass
+    _prctl(PR_SET_DUMPABLE, 0)  # from here on: nothing of the zygote is readable by the uid
+    import gc
+    gc.collect()
+    gc.freeze()  # a child's garbage collections never walk (and so never copy) the zygote's objects
+    sock = socket.socket(fileno=sock_fd)
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 16)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)
+        op = msg[:1]
+        if op == b"S":
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _test_process(fds)
+                finally:
+                    os._exit(SETUP_FAILED)
+            for fd in fds:
+                os.close(fd)
+            answer = b"%d" % pid
+        elif op == b"W":
+            try:
+                _, status, ru = os.wait4(int(msg[1:]), 0)
+                answer = json.dumps([status, ru.ru_utime + ru.ru_stime, ru.ru_maxrss]).encode()
+            except (OSError, ValueError):
+                answer = b"null"
+        elif op == b"R":
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+            answer = b"r"
         else:
-            result["reports_truncated"] = True
-    result["reports"] = reports
-    result["report"] = last
-    if garbled:
-        result["garbled_reports"] = garbled
-    return result
+            answer = b"p"
+        try:
+            sock.sendall(answer)
+        except OSError:
+            os._exit(0)
+
+
+def _test_process(fds):
+    """In the zygote's child: wire the fds, read the setup, run. Not dumpable while it reads (the
+    zygote's state), so no other process of the uid can read its memory; its OOM score is the zygote's
+    (1000: under memory pressure a program dies first)."""
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+        setup_fd, ready_fd, io_fds = high[0], high[1], high[2:]
+        for target, fd in zip((0, 1, 2, REPORT_FD, CHAN_FD), io_fds):
+            os.dup2(fd, target)
+        os.dup2(ready_fd, READY_FD)
+        os.lseek(setup_fd, 0, os.SEEK_SET)
+        chunks = []
+        while True:
+            chunk = os.read(setup_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.closerange(CHAN_FD + 1 if len(io_fds) > 4 else READY_FD + 1, 65536)
+        setup = json.loads(b"".join(chunks))
+        del chunks
+    except BaseException:
+        os._exit(SETUP_FAILED)
+    _program(setup)
+
+
+# ------------------------------------------------------------------------------ in the runner
+HELPERS_REAPED = [0.0]  # CPU seconds of helpers PID 1 has reaped: in RUSAGE_CHILDREN, never a test's
+
+
+class Helper:
+    """PID 1's handle on a helper process it talks to in datagrams (the zygote, the checker), restarted
+    when it is gone or does not answer: a program of the same uid may kill or stop it, nothing more
+    (helpers are not dumpable)."""
+
+    def __init__(self, start_process, name):
+        self.start_process = start_process  # () -> (pid, socket): the new helper, ready for requests
+        self.name = name
+        self.pid = self.sock = None
+
+    def ensure(self):
+        if self.pid is None:
+            self.pid, self.sock = self.start_process()
+        return self
+
+    def stop(self):
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                ru = os.wait4(self.pid, 0)[2]
+                HELPERS_REAPED[0] += ru.ru_utime + ru.ru_stime
+            except (OSError, ChildProcessError):
+                pass
+        if self.sock is not None:
+            self.sock.close()
+        self.pid = self.sock = None
+
+    def gone(self):
+        """The helper was reaped (or must be replaced): forget it; the next use starts another."""
+        if self.sock is not None:
+            self.sock.close()
+        self.pid = self.sock = None
+
+    def send(self, msg, fds=(), start=True):
+        if start:
+            self.ensure()
+        elif self.pid is None:
+            raise OSError(f"no {self.name}")
+        try:
+            os.kill(self.pid, signal.SIGCONT)  # a program may have stopped it
+        except OSError:
+            pass
+        socket.send_fds(self.sock, [msg], list(fds))
+
+    def recv(self, timeout):
+        self.sock.settimeout(timeout)
+        answer = self.sock.recv(4096)
+        if not answer:
+            raise OSError(f"{self.name} closed its socket")
+        return answer
+
+    def ask(self, msg, fds=(), timeout=5.0, retry=True):
+        """The helper's answer, restarting it once (when `retry`) if it does not give one; without
+        `retry` a helper that is gone is not restarted (OSError)."""
+        for attempt in (0, 1):
+            try:
+                self.send(msg, fds, start=retry)
+                return self.recv(timeout)
+            except OSError:
+                self.stop()
+                if not retry or attempt:
+                    raise
+        raise OSError(f"{self.name} does not answer")
+
+
+def start_zygote():
+    """A fresh interpreter (exec'd: it never held anything of PID 1's) running zygote_main."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = theirs.fileno()
+            os.set_inheritable(fd, True)
+            os.closerange(3, fd)
+            os.closerange(fd + 1, 65536)
+            os.execv(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), "--zygote", str(fd)])
+        finally:
+            os._exit(SETUP_FAILED)
+    theirs.close()
+    try:
+        mine.settimeout(60)  # the first answer waits for the new interpreter's imports
+        socket.send_fds(mine, [b"P"], [])
+        if mine.recv(16) != b"p":
+            raise OSError("the zygote did not start")
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        mine.close()
+        raise
+    return pid, mine
+
+
+def start_checker():
+    """The checker, forked from PID 1 (it inherits PID 1's memory, which no program can read: the
+    checker is not dumpable, as PID 1 is not)."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mine.close()
+            fd = theirs.fileno()
+            os.dup2(fd, 3)
+            os.closerange(4, 65536)
+            os.setsid()
+            checker_main(socket.socket(fileno=3))
+        finally:
+            os._exit(0)
+    theirs.close()
+    return pid, mine
+
+
+class Runner:
+    def __init__(self, sandboxed):
+        self.sandboxed = sandboxed
+        if sandboxed:
+            self.scratch_roots = ("/tmp", "/dev/shm", "/dev/mqueue")
+            self.work_dir = "/tmp/run"  # fresh per test; the program's cwd, HOME and TMPDIR
+            self.build_dir = "/tmp/.klear-build"  # compiled C++ binary, written afresh per test
+        else:
+            import atexit
+            import shutil
+            import tempfile
+
+            base = tempfile.mkdtemp(prefix="klear-runner-")
+            atexit.register(shutil.rmtree, base, True)
+            self.scratch_roots = (base,)
+            self.work_dir, self.build_dir = os.path.join(base, "run"), os.path.join(base, "build")
+        for name in PRELOAD:  # the checker, forked from here, runs the header on them
+            try:
+                __import__(name)
+            except ImportError:
+                pass
+        self.zygote = Helper(start_zygote, "zygote").ensure()
+        self.checker = Helper(start_checker, "checker")
+        self.groups = []  # development mode: process groups of this test's processes
+
+    # ---------------------------------------------------------------------------- processes
+    def spawn(self, setup, io_fds):
+        """Have the zygote fork a test process reading `setup`; (pid, ready read end) or (None, None)."""
+        setup_fd = os.memfd_create("setup", 0)
+        _write_all(setup_fd, json.dumps(setup).encode("utf-8", "surrogateescape"))
+        ready_r, ready_w = os.pipe()
+        try:
+            pid = int(self.zygote.ask(b"S", [setup_fd, ready_w] + list(io_fds)))
+        except (OSError, ValueError):
+            os.close(ready_r)
+            return None, None
+        finally:
+            os.close(setup_fd)
+            os.close(ready_w)
+        if not self.sandboxed:
+            self.groups.append(pid)
+        return pid, ready_r
+
+    def wait_test(self, pid):
+        """(wait status, CPU seconds, peak RSS KiB) of a test process the zygote forked (it has exited
+        or was killed), or Nones when the zygote could not tell."""
+        try:
+            answer = json.loads(self.zygote.ask(b"W%d" % pid, retry=False, timeout=10.0))
+            status, cpu, rss = answer
+            return status, float(cpu), rss
+        except (OSError, ValueError, TypeError):
+            self.zygote.stop()
+        try:  # the zygote is gone (a program may kill it): its child is PID 1's now
+            _, status, ru = os.wait4(pid, 0)
+            return status, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+        except ChildProcessError:
+            return None, None, None
+
+    def _others(self):
+        keep = {1, os.getpid(), self.zygote.pid, self.checker.pid}
+        pids = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                pids.append(int(name))
+        return pids
+
+    def sweep(self):
+        """SIGKILL every process but PID 1, the zygote and the checker, and reap them; True once none
+        are left. Repeated until a scan of /proc finds none (a process forked while one pass kills is
+        killed by the next; a fork bomb is bounded by RLIMIT_NPROC and the pids cgroup)."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            if self.sandboxed:
+                others = self._others()
+                for pid in others:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                alive = bool(others)
+            else:
+                alive = False
+                for pgid in self.groups:
+                    try:
+                        os.killpg(pgid, signal.SIGKILL)
+                        alive = True
+                    except OSError:
+                        pass
+            try:
+                if self.zygote.pid is not None:
+                    self.zygote.ask(b"R", retry=False)
+            except OSError:
+                self.zygote.stop()
+            self._reap()
+            if not alive:
+                self.groups = []
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+
+    def _reap(self):
+        while True:
+            try:
+                pid, _, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for helper in (self.zygote, self.checker):
+                if pid == helper.pid:
+                    helper.gone()
+                    HELPERS_REAPED[0] += ru.ru_utime + ru.ru_stime
+
+    def cleanup(self):
+        ok = self.sweep()
+        if self.sandboxed:
+            ok = _remove_ipc() and ok
+        for root in self.scratch_roots:
+            ok = wipe(root) and ok
+        return ok
+
+    # ---------------------------------------------------------------------------------- a test
+    def run_test(self, job, test, limits, argv=None):
+        """One test (or a compile) in a fresh process; the raw facts about how it went."""
+        os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
+        mode = job.get("mode")
+        checked = mode == "assert" and argv is None
+        stdin_fd = os.memfd_create("stdin", 0)
+        _write_all(stdin_fd, test.get("stdin", "").encode("utf-8", "surrogateescape"))
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        setup = {"work": self.work_dir, "limits": limits, "mode": mode, "argv": argv}
+        if argv is None:
+            setup.update(code=job["code"], fn_name=job.get("fn_name"), args=test.get("args", []))
+        prog_fds = [stdin_fd, out_w, err_w, rep_w]
+        chans = socket.socketpair() if checked else None
+        if checked:
+            prog_fds.append(chans[0].fileno())
+        self.zygote.ensure()  # (re)started before the test's CPU is counted, never during it
+        if checked:
+            self.checker.ensure()
+        oom_before = _oom_kills()
+        helpers_before = HELPERS_REAPED[0]
+        tree_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        box_before, self_before = _container_cpu(self.sandboxed), _self_cpu()
+        zygote_before = _proc_cpu(self.zygote.pid)
+        t0 = time.monotonic()
+        pid, ready_r = self.spawn(setup, prog_fds)
+        for fd in (stdin_fd, out_w, err_w, rep_w):
+            os.close(fd)
+        check_r = None
+        checker_before = 0.0
+        if checked:
+            chans[0].close()
+            if pid is not None:
+                check_r, res_w = os.pipe()
+                units_fd = os.memfd_create("units", 0)
+                _write_all(units_fd, json.dumps(test["units"]).encode("utf-8", "surrogateescape"))
+                checker_before = _proc_cpu(self.checker.pid)
+                try:
+                    self.checker.send(b"T", [units_fd, chans[1].fileno(), res_w], start=False)
+                except OSError:
+                    self.checker.stop()
+                    os.close(check_r)
+                    check_r = None
+                os.close(units_fd)
+                os.close(res_w)
+            chans[1].close()
+        if pid is None or (checked and check_r is None):
+            for fd in (out_r, err_r, rep_r, ready_r):
+                if fd is not None:
+                    os.close(fd)
+            clean = self.sweep()
+            return {"exit": None, "signal": None, "timed_out": False, "output_exceeded": False, "oom": False,
+                    "cpu": 0.0, "wall": 0.0, "maxrss_kb": None, "stdout_b64": "", "stderr": "",
+                    "setup_failed": True, "unclean": not clean or None}
+        streams = {out_r: "stdout", err_r: "stderr", rep_r: "report"}
+        if checked:
+            streams[check_r] = "checks"
+        bufs = {name: [] for name in streams.values()}
+        sizes = dict.fromkeys(bufs, 0)
+        # stdout is judged only for stdin/stdout programs (LiveCodeBench ignores a call's prints); stderr
+        # never: past the cap, what is not judged is read and discarded (only its tail is kept)
+        judged_stdout = mode == "stdio" or argv is not None
+        caps = {"stdout": limits["output_bytes"], "report": limits["output_bytes"], "stderr": None,
+                "checks": 64 * 1024 + 1024 * len(test.get("units", ()))}
+        if not judged_stdout:
+            caps["stdout"] = None
+        exceeded = timed_out = False
+        pidfd = os.pidfd_open(pid)
+        sel = selectors.DefaultSelector()
+        sel.register(pidfd, selectors.EVENT_READ, None)
+        for fd, name in streams.items():
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ, name)
+        deadline = t0 + limits["wall_s"]
+        pending = {"program"} | ({"checks"} if checked else set())
+
+        def pump(fd, name):
+            nonlocal exceeded
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return True
+            if not chunk:
+                pending.discard(name)
+                return False
+            sizes[name] += len(chunk)
+            bufs[name].append(chunk)
+            if caps[name] is None:  # not judged: keep the tail, discard the rest
+                if len(bufs[name]) > 2:
+                    bufs[name] = [b"".join(bufs[name])[-STDERR_KEEP:]]
+                return True
+            if sizes[name] > caps[name]:
+                exceeded = exceeded or name != "checks"
+                return False
+            return True
+
+        while pending and not exceeded:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(left):
+                if key.data is None:
+                    pending.discard("program")
+                    sel.unregister(key.fd)
+                elif not pump(key.fd, key.data):
+                    sel.unregister(key.fd)
+        wall = time.monotonic() - t0
+        if "program" in pending:
+            self._kill_now(pid)
+        status, cpu, maxrss = self.wait_test(pid)
+        os.close(pidfd)
+        checker_cpu, checker_done = 0.0, not checked
+        if checked:
+            checker_cpu = max(0.0, _proc_cpu(self.checker.pid) - checker_before)
+            try:  # the program is gone, so the checker ends its run at once unless its own code is stuck
+                checker_done = self.checker.recv(0.5 if "checks" not in pending else 0.2) == b"d"
+            except OSError:
+                checker_done = False
+            if not checker_done:
+                self.checker.stop()
+        clean = self.cleanup()  # every process, IPC object and file is gone before anything is parsed
+        tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        orphans_cpu = ((tree_after.ru_utime + tree_after.ru_stime) - (tree_before.ru_utime + tree_before.ru_stime)
+                       - (HELPERS_REAPED[0] - helpers_before))
+        tree_cpu = (cpu or 0.0) + max(0.0, orphans_cpu)
+        box_after, self_after = _container_cpu(self.sandboxed), _self_cpu()
+        if box_before is not None and box_after is not None:  # what no wait() reports
+            zygote_cpu = max(0.0, _proc_cpu(self.zygote.pid) - zygote_before)
+            tree_cpu = max(tree_cpu, (box_after - box_before) - (self_after - self_before) - checker_cpu
+                           - zygote_cpu)
+        for fd, name in streams.items():  # every writer is dead: drain what is left, within the caps
+            while (caps[name] is None or sizes[name] <= caps[name]) and pump(fd, name):
+                pass
+            os.close(fd)
+        sel.close()
+        ready = self._drain(ready_r)
+        oom_after = _oom_kills()
+        result = {
+            "exit": os.waitstatus_to_exitcode(status) if status is not None and os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None,
+            "timed_out": timed_out,
+            "output_exceeded": exceeded,
+            "oom": bool(oom_before is not None and oom_after is not None and oom_after > oom_before),
+            "cpu": round(tree_cpu, 4),
+            "wall": round(wall, 4),
+            "maxrss_kb": maxrss,
+            # base64, not JSON text: control bytes would grow 6x as \u escapes in the response
+            "stdout_b64": base64.b64encode(b"".join(bufs["stdout"])[:limits["output_bytes"] + 1]).decode("ascii"),
+            "stderr": b"".join(bufs["stderr"])[-STDERR_KEEP:].decode("utf-8", "replace"),
+            "stderr_bytes": sizes["stderr"],
+        }
+        if not clean:
+            result["unclean"] = True
+        if ready.startswith(b"LC"):
+            result["compile_error"] = ready[2:].decode("utf-8", "replace")  # told before the program ran
+        elif not ready.startswith(b"L") and not timed_out:
+            result["setup_failed"] = True  # decided here, from a pipe the program never held
+        result["report"] = _last_report(b"".join(bufs["report"]))
+        if checked:
+            result["checks"] = _checks(b"".join(bufs["checks"]), len([u for u in test["units"] if u[0] == "test"]))
+        return result
+
+    def _kill_now(self, pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    @staticmethod
+    def _drain(fd):
+        os.set_blocking(fd, False)
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            data = b""
+        os.close(fd)
+        return data
+
+    # ---------------------------------------------------------------------------------- a job
+    def run_job(self, job):
+        started = time.monotonic()
+        limits = dict(LIMIT_DEFAULTS, **job.get("limits", {}))
+        budget = job.get("deadline_s")
+        language = job.get("language", "python")
+        results, timeouts, clean, compiled = [], 0, True, None
+        argv = None
+        if language == "cpp" and not os.path.exists("/usr/bin/g++"):
+            return {"ok": True, "clean": True,
+                    "unsupported": "this image has no g++ (build it with `klear sandbox build --cpp`)"}
+        if language == "cpp":
+            os.makedirs(self.build_dir, mode=0o700, exist_ok=True)
+            with open(os.path.join(self.build_dir, "main.cpp"), "w") as fh:
+                fh.write(job["code"])
+            compile_limits = dict(limits, cpu_s=limits["compile_wall_s"], wall_s=limits["compile_wall_s"],
+                                  memory_bytes=limits["compile_memory_bytes"],
+                                  fsize_bytes=max(limits["fsize_bytes"], 256 << 20), nproc=max(limits["nproc"], 32))
+            binary = os.path.join(self.build_dir, "prog")
+            compiled = self.run_test(job, {}, compile_limits, ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe",
+                                                               "-o", binary, os.path.join(self.build_dir, "main.cpp")])
+            compiled.pop("stdout_b64", None)
+            try:
+                with open(binary, "rb") as fh:
+                    program = fh.read()  # kept here: each test gets a fresh copy the last one cannot have touched
+            except OSError:
+                program = None
+            clean = self.cleanup() and clean
+            if compiled["exit"] != 0 or program is None:
+                return {"ok": True, "compile": compiled, "results": [], "clean": clean}
+            argv = [binary]
+        elif language != "python":
+            return {"ok": True, "clean": True, "unsupported": f"unsupported language {language!r}"}
+        for test in job["tests"]:
+            if timeouts >= limits["max_timeouts"]:
+                results.append({"skipped": True})
+                continue
+            if budget is not None and time.monotonic() - started + limits["wall_s"] > budget:
+                results.append({"skipped": True, "reason": "job deadline"})
+                continue
+            if argv is not None:
+                _install(binary, program)
+            raw = self.run_test(job, test, limits, argv)
+            results.append(raw)
+            clean = not raw.get("unclean") and clean
+            if raw.get("compile_error"):  # from the ready pipe: nothing the program wrote stops the job
+                break
+            if _timed_out(raw, limits):
+                timeouts += 1
+        return {"ok": True, "compile": compiled, "results": results, "clean": clean}
+
+
+def _last_report(data):
+    """The call's value: the last non-blank line the test wrote on its report pipe, as a JSON object, or
+    {"garbled": true}. Only that one line is parsed, so a flood of report lines costs one split."""
+    data = data.rstrip(b"\n \t\r")
+    if not data:
+        return None
+    line = data[data.rfind(b"\n") + 1:]
+    return parse_report(line)
 
 
 def _depth_ok(obj, depth=0):
@@ -653,9 +1542,10 @@ def _depth_ok(obj, depth=0):
     return True
 
 
-def _parse_report(line):
-    """One report line as a JSON object, or {"garbled": true}: whatever the program wrote on the report
-    channel (a non-object, a 5,000-digit int, 100,000 nested lists) is data, never a runner crash."""
+def parse_report(line):
+    """One report line as a JSON object, or {"garbled": true}: whatever the program wrote (a non-object,
+    a 5,000-digit int, 100,000 nested lists, or nesting deeper than the host's JSON reader takes) is
+    data, never a runner crash nor a response the host cannot read."""
     try:
         obj = json.loads(line)
         if isinstance(obj, dict) and _depth_ok(obj):
@@ -666,12 +1556,15 @@ def _parse_report(line):
     return {"garbled": True}
 
 
-def _cleanup():
-    ok = kill_everything()
-    ok = _remove_ipc() and ok
-    for root in SCRATCH_ROOTS:
-        ok = _wipe(root) and ok
-    return ok
+def _checks(data, n):
+    """The checker's results: test index -> {"ok": true} | {"verdict", "message"} | {"gone": why}."""
+    out = {}
+    for line in data.splitlines()[: n + 2]:
+        obj = parse_report(line)
+        k = obj.get("test")
+        if type(k) is int and 0 <= k < n and k not in out:
+            out[k] = {key: obj[key] for key in ("ok", "verdict", "message", "gone") if key in obj}
+    return {str(k): v for k, v in sorted(out.items())}
 
 
 def _timed_out(raw, limits):
@@ -688,63 +1581,18 @@ def _install(path, data):
         os.close(fd)
 
 
-def run_job(job):
-    limits = dict(LIMIT_DEFAULTS, **job.get("limits", {}))
-    language = job.get("language", "python")
-    results, timeouts, clean, compiled = [], 0, True, None
-    argv = None
-    if language == "cpp" and not os.path.exists("/usr/bin/g++"):
-        return {"ok": True, "clean": True,
-                "unsupported": "this image has no g++ (build it with `klear sandbox build --cpp`)"}
-    if language == "cpp":
-        os.makedirs(BUILD_DIR, mode=0o700, exist_ok=True)
-        with open(os.path.join(BUILD_DIR, "main.cpp"), "w") as fh:
-            fh.write(job["code"])
-        compile_limits = dict(limits, cpu_s=limits["compile_wall_s"], wall_s=limits["compile_wall_s"],
-                              memory_bytes=limits["compile_memory_bytes"],
-                              fsize_bytes=max(limits["fsize_bytes"], 256 << 20), nproc=max(limits["nproc"], 32))
-        binary = os.path.join(BUILD_DIR, "prog")
-        compiled = _spawn(job, {}, compile_limits, ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe",
-                                                     "-o", binary, os.path.join(BUILD_DIR, "main.cpp")])
-        compiled.pop("stdout_b64", None)
-        try:
-            with open(binary, "rb") as fh:
-                program = fh.read()  # kept here: each test gets a fresh copy the last one cannot have touched
-        except OSError:
-            program = None
-        clean = _cleanup() and clean
-        if compiled["exit"] != 0 or program is None:
-            return {"ok": True, "compile": compiled, "results": [], "clean": clean}
-        argv = [binary]
-    elif language != "python":
-        return {"ok": True, "clean": True, "unsupported": f"unsupported language {language!r}"}
-    if job.get("mode") == "assert":  # the host's test code is compiled here, off the program's CPU time
-        for test in job["tests"]:
-            try:
-                test["compiled"] = compile(test["assert_code"], "<tests>", "exec")
-            except Exception:
-                pass  # the child compiles it again and reports the error as the test's
-    for test in job["tests"]:
-        if timeouts >= limits["max_timeouts"]:
-            results.append({"skipped": True})
-            continue
-        if argv is not None:
-            _install(binary, program)
-        raw = _spawn(job, test, limits, argv)
-        results.append(raw)
-        clean = _cleanup() and not raw.get("unclean") and clean
-        if raw.get("compile_error"):  # from the ready pipe: nothing the program wrote stops the job
-            break
-        if _timed_out(raw, limits):
-            timeouts += 1
-    clean = _cleanup() and clean
-    return {"ok": True, "compile": compiled, "results": results, "clean": clean}
-
-
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--zygote":
+        zygote_main(int(sys.argv[2]))
+        return
+    is_init = os.getpid() == 1
+    # Destructive housekeeping (kill(-1), wiping /tmp) happens only when all three say we are the sandbox
+    # container's init: started with --sandbox, as PID 1, not as root. Anywhere else (a developer running
+    # this file by hand) the runner uses a private temp dir and kills only its children's groups.
+    sandboxed = is_init and os.getuid() != 0 and "--sandbox" in sys.argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # no handlers at all: PID 1 then ignores every signal
     _prctl(PR_SET_DUMPABLE, 0)
-    if not IS_INIT:
+    if not is_init:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
     os.umask(0o077)
     # Protocol fds move off 0-2 so no child can inherit them; 0-2 become /dev/null.
@@ -755,12 +1603,14 @@ def main():
     os.close(null)
     reader = io.open(proto_in, "rb")
     os.environ.clear()
-    hello = {"hello": VERSION, "sandboxed": SANDBOXED, "pid": os.getpid(), "python": sys.version.split()[0],
+    runner = Runner(sandboxed)
+    hello = {"hello": VERSION, "sandboxed": sandboxed, "pid": os.getpid(), "python": sys.version.split()[0],
              "gpp": os.path.exists("/usr/bin/g++"), "oom_counter": _oom_kills() is not None,
-             "clean": _cleanup()}
+             "clean": runner.cleanup()}
     _write_all(proto_out, (json.dumps(hello) + "\n").encode())
     served = 0
     for line in reader:
+        req = resp = None
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -769,7 +1619,7 @@ def main():
             elif op == "run":
                 served += 1
                 started = time.monotonic()
-                resp = run_job(req)
+                resp = runner.run_job(req)
                 resp["runner_s"] = round(time.monotonic() - started, 4)
             elif op == "exit":
                 break
@@ -778,11 +1628,15 @@ def main():
         except Exception as exc:  # a runner bug: report it; the host recycles this container
             resp = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
             try:
-                _cleanup()
+                runner.cleanup()
             except Exception:
                 pass
         resp["served"] = served
+        del req
         _write_all(proto_out, (json.dumps(resp) + "\n").encode())
+        del resp
+    runner.zygote.stop()
+    runner.checker.stop()
 
 
 if __name__ == "__main__":

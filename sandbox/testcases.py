@@ -7,15 +7,14 @@ Accepted forms (the record schema's `tests` field), as a dict or its JSON string
 - call-based:   {"fn_name": "add", "inputs": [[1, 2], ...], "outputs": [3, ...]}
   (LiveCodeBench's functional form is also read: each input a string of JSON values one per line,
   each output a JSON string)
-- assert-style: {"assert_code": "..."} or {"assert_code": ["...", ...]}: each top-level assert with an
-  observation of the program is one test (sandbox/asserts.py rewrites it into observations the sandbox
-  reports and a check the host evaluates); the snippets are the programs that run
+- assert-style: {"assert_code": "..."} or {"assert_code": ["...", ...]}: each top-level statement holding
+  an assert is one test (sandbox/asserts.py splits the snippets into the units a checker process runs)
 Also a list of {"input": ..., "output": ...} objects (LiveCodeBench stdin tests).
 
-Trust: nothing decides pass/fail inside the container and no expected value enters it. stdin/stdout
-outputs and call-based return values are compared on the host; assert-style tests are rewritten into
-observations (values rebuilt from plain data, so an "always equal" object or an int subclass cannot pass)
-and host-side checks. An assert that cannot be judged that way makes the tests invalid (InvalidTests).
+Trust: no expected stdout or return value enters the container; they are compared on the host.
+Assert-style test code runs in a checker process that never loads the program's code and gets the
+program's values as plain data (so an "always equal" object or an int subclass cannot pass). A snippet
+that cannot be judged makes the tests invalid (InvalidTests, the `invalid_tests` verdict).
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.asserts import AssertCheck, UnjudgeableAssert, rewrite_snippet
+from sandbox.asserts import AssertTest, NoAssert, UnjudgeableAssert, split_snippet
 
 STDIO, CALL, ASSERT = "stdio", "call", "assert"
 
@@ -35,19 +34,19 @@ class InvalidTests(ValueError):
 
 
 class UnjudgeableTests(InvalidTests):
-    """Well-formed assert-style tests whose check would have to run in the program's process."""
+    """Well-formed assert-style tests that cannot be judged (no assert, nothing of the program used)."""
 
 
 @dataclass(frozen=True)
 class TestSuite:
-    """Scored tests: `inputs[i]` and `outputs[i]` are test i. Assert-style: `inputs` are the host checks
-    (AssertCheck), `outputs` None, and `programs` the rewritten snippets that produce their observations."""
+    """Scored tests: `inputs[i]` and `outputs[i]` are test i. Assert-style: `inputs` are AssertTests,
+    `outputs` None, and `programs` the snippets (Snippet: the units the checker runs)."""
 
     mode: str  # STDIO | CALL | ASSERT
-    inputs: tuple  # stdin strings | argument lists | AssertChecks
+    inputs: tuple  # stdin strings | argument lists | AssertTests
     outputs: tuple | None  # expected stdout strings | expected values | None for assert-style
     fn_name: str | None = None
-    programs: tuple = ()  # assert-style: the programs the sandbox runs (no expected value in them)
+    programs: tuple = ()  # assert-style: the snippets, as Snippets
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -56,13 +55,14 @@ class TestSuite:
         """(runner tests, position of each chosen test's run among them) for the chosen test indices.
 
         stdin/stdout and call-based: one run per test. Assert-style: one run per snippet holding a chosen
-        check (its other observations run too, unscored). Runner tests never hold an expected output."""
+        test (its other tests run too, unscored). stdin/stdout and call-based runner tests never hold an
+        expected output; assert-style ones go to the checker, never to the program."""
         if self.mode != ASSERT:
             key = "stdin" if self.mode == STDIO else "args"
             return [{key: self.inputs[i]} for i in indices], list(range(len(indices)))
         snippets = sorted({self.inputs[i].snippet for i in indices})
         where = {s: n for n, s in enumerate(snippets)}
-        return ([{"assert_code": self.programs[s]} for s in snippets],
+        return ([{"units": [list(u) for u in self.programs[s].units]} for s in snippets],
                 [where[self.inputs[i].snippet] for i in indices])
 
 
@@ -135,22 +135,26 @@ def _assert_suite(snippets: Any) -> TestSuite:
 
 @functools.lru_cache(maxsize=4096)
 def _rewritten(snippets: tuple[str, ...]) -> TestSuite:
-    """Rewriting costs ~1 ms a snippet; RL grades each problem's tests once per rollout and step, so the
+    """Splitting costs ~1 ms a snippet; RL grades each problem's tests once per rollout and step, so the
     (immutable) suites are cached by their snippets' text. Failures are not cached: they raise."""
-    programs, checks = [], []
+    programs, tests = [], []
     for i, snippet in enumerate(snippets):
         if not snippet.strip():
             raise InvalidTests(f"assert_code {i} is empty")
         try:
-            program, found = rewrite_snippet(snippet, snippet=len(programs))
+            split = split_snippet(snippet)
+        except NoAssert:
+            continue  # a snippet with no assert (setup only) tests nothing
         except UnjudgeableAssert as exc:
             raise UnjudgeableTests(f"assert_code {i}: {exc}") from None
-        if found:  # a snippet with no observed assert (setup only) tests nothing
-            programs.append(program)
-            checks.extend(found)
-    if not checks:
+        k = 0
+        for source in (src for kind, src in split.units if kind == "test"):
+            tests.append(AssertTest(len(programs), k, " ".join(source.split())[:200]))
+            k += 1
+        programs.append(split)
+    if not tests:
         raise UnjudgeableTests("assert_code has no assert that tests the program")
-    return TestSuite(ASSERT, tuple(checks), None, programs=tuple(programs))
+    return TestSuite(ASSERT, tuple(tests), None, programs=tuple(programs))
 
 
 def count_tests(tests: Any) -> int:

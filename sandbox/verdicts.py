@@ -1,9 +1,10 @@
 """From the runner's raw facts to verdicts, per test and per submission.
 
 Verdicts (the product's verification contract): accepted, wrong_answer, runtime_error, timeout, memory_limit,
-output_limit, compile_error, sandbox_error. sandbox_error is an infrastructure fault or a row that cannot
-be judged: never scored as a wrong answer (its reward is None), and nothing the program prints, returns
-or reports can produce it (judge_test never raises). A test that was not run because the submission had
+output_limit, compile_error, invalid_tests, sandbox_error. invalid_tests is a row whose tests cannot be
+judged (the reason in details); sandbox_error is an infrastructure fault. Neither is scored as a wrong
+answer (their reward is None), and nothing the program prints, returns or reports can produce either
+(judge_test never raises). A test that was not run because the submission had
 already timed out `max_timeouts` times is `skipped` (counted as not passed).
 
 Per test, first match wins:
@@ -14,9 +15,10 @@ Per test, first match wins:
   non-zero exit / signal / exception                -> runtime_error
   stdout, return value or assert check differs      -> wrong_answer
   otherwise                                         -> accepted
-Assert-style (one test per observed assert, several per run): the limits above fail every test of the
-run; an observation made before a crash is judged on its value, a missing one takes the crash's verdict;
-an observation that raised is that test's runtime_error (memory_limit for MemoryError).
+Assert-style (one test per test unit, several per run; the checker process decides each): the limits
+above fail every test of the run; a test the checker reports is judged by its report (ok, wrong_answer,
+runtime_error, memory_limit); one it could not finish because the program stopped answering takes the
+program's crash verdict (output_limit if the program's answer was over the cap).
 Submission: accepted when every run test is accepted, else the first failing test's verdict.
 Soft reward = passed / total.
 """
@@ -28,7 +30,7 @@ import json
 import signal
 from typing import Any
 
-from sandbox.asserts import AssertCheck, CheckFailed, evaluate_check
+from sandbox.asserts import AssertTest
 from sandbox.compare import compare_stdout, decode_value, values_equal
 from sandbox.testcases import ASSERT, STDIO, TestSuite
 
@@ -39,9 +41,11 @@ TIMEOUT = "timeout"
 MEMORY_LIMIT = "memory_limit"
 OUTPUT_LIMIT = "output_limit"
 COMPILE_ERROR = "compile_error"
+INVALID_TESTS = "invalid_tests"
 SANDBOX_ERROR = "sandbox_error"
 VERDICTS = (ACCEPTED, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, COMPILE_ERROR,
-            SANDBOX_ERROR)
+            INVALID_TESTS, SANDBOX_ERROR)
+UNSCORED = (INVALID_TESTS, SANDBOX_ERROR)  # reward None: the row, or the sandbox, failed, not the program
 SKIPPED = "skipped"  # per-test only
 
 
@@ -158,40 +162,21 @@ def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
     return WRONG_ANSWER, f"expected {suite.outputs[index]!r:.100}, got {got!r:.100}"
 
 
-def observations(raw: dict) -> dict[int, dict]:
-    """Observation id -> its first report line ({"value": ...} or {"exc": ...}) from a run's reports."""
-    seen: dict[int, dict] = {}
-    for line in raw.get("reports") or []:
-        k = line.get("obs") if isinstance(line, dict) else None
-        if type(k) is int and k not in seen and ("value" in line or "exc" in line):
-            seen[k] = line
-    return seen
-
-
-def _judge_check(raw: dict, report: dict, check: AssertCheck) -> tuple[str, str]:
-    """An assert-style test: its observations, then the check evaluated on the host. Observations made
-    before a crash count; a missing one takes the crash's verdict (or "not reached")."""
-    seen = observations(raw)
-    values = {}
-    for k in check.observations:
-        line = seen.get(k)
-        if line is None:
-            crashed = _crash_verdict(raw, report)
-            return crashed or (RUNTIME_ERROR, f"`{check.source}`: not reached (the program exited first)")
-        if "exc" in line:
-            exc = str(line["exc"])[:80]
-            if exc == "MemoryError":
-                return MEMORY_LIMIT, f"`{check.source}`: MemoryError"
-            return RUNTIME_ERROR, f"`{check.source}`: {exc}: {str(line.get('message', ''))[:300]}"
-        values[k] = decode_value(line["value"])
-    try:
-        holds = evaluate_check(check.expr, values)
-    except CheckFailed as exc:
-        return WRONG_ANSWER, f"`{check.source}`: {exc}"
-    if holds:
+def _judge_check(raw: dict, report: dict, test: AssertTest) -> tuple[str, str]:
+    """An assert-style test, from the checker's report on it (the limits were checked before)."""
+    checks = raw.get("checks")
+    entry = checks.get(str(test.unit)) if isinstance(checks, dict) else None
+    if not isinstance(entry, dict) or "gone" in entry:
+        if isinstance(entry, dict) and entry.get("gone") == "output_limit":
+            return OUTPUT_LIMIT, f"`{test.source}`: the program's answer was over the cap"
+        crashed = _crash_verdict(raw, report)
+        return crashed or (RUNTIME_ERROR, f"`{test.source}`: not reached (the program stopped answering)")
+    if entry.get("ok") is True:
         return ACCEPTED, ""
-    shown = ", ".join(f"{v!r:.100}" for v in values.values())
-    return WRONG_ANSWER, f"`{check.source}` failed: got {shown}"
+    verdict = entry.get("verdict")
+    if verdict not in (WRONG_ANSWER, RUNTIME_ERROR, MEMORY_LIMIT):
+        verdict = RUNTIME_ERROR
+    return verdict, f"`{test.source}`: {str(entry.get('message', ''))[:300]}"
 
 
 def summarize(verdicts: list[str], total: int) -> tuple[str, int, float]:
@@ -222,9 +207,10 @@ def clean_text(value: Any) -> Any:
 
 def result_row(row_id: Any, verdict: str, passed: int, total: int, details: dict,
                reward: float | None = None) -> dict:
-    """One output row; a sandbox_error is unscored (reward None), anything else scores passed/total.
+    """One output row; invalid_tests and sandbox_error are unscored (reward None), anything else scores
+    passed/total.
     Every string in `details` is valid UTF-8 text (see clean_text)."""
-    if verdict == SANDBOX_ERROR:
+    if verdict in UNSCORED:
         reward = None
     elif reward is None:
         reward = passed / total if total else 0.0

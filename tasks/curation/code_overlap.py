@@ -171,24 +171,9 @@ def _assert_case(test: ast.expr) -> Case:
     return _call_shape(test) or ("assert", ast.unparse(test), "")
 
 
-def _rebuilt_asserts(suite) -> list[ast.expr]:
-    """Each host check of an assert-style suite with its observations put back: the assert's expression."""
-    from sandbox.asserts import OBS_PREFIX, OBSERVE
-
-    observed: dict[int, ast.expr] = {}
-    for program in suite.programs:
-        for node in ast.walk(ast.parse(program)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == OBSERVE
-                    and len(node.args) == 2 and isinstance(node.args[1], ast.Lambda)):
-                observed[node.args[0].value] = node.args[1].body
-
-    class PutBack(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.expr:
-            if node.id.startswith(OBS_PREFIX) and node.id[len(OBS_PREFIX):].isdigit():
-                return observed.get(int(node.id[len(OBS_PREFIX):]), node)
-            return node
-
-    return [PutBack().visit(ast.parse(check.expr, mode="eval").body) for check in suite.inputs]
+def _suite_asserts(suite) -> list[ast.expr]:
+    """The assert expressions of an assert-style suite's test units, in order."""
+    return _raw_asserts([source for snippet in suite.programs for kind, source in snippet.units if kind == "test"])
 
 
 def _raw_asserts(snippets: Any) -> list[ast.expr]:
@@ -218,7 +203,7 @@ def normalised_cases(tests: Any) -> list[Case]:
             raw = json.loads(tests) if isinstance(tests, str) else tests
             return [_assert_case(t) for t in _raw_asserts(raw.get("assert_code"))] if isinstance(raw, Mapping) else []
         if suite.mode == ASSERT:
-            return [_assert_case(t) for t in _rebuilt_asserts(suite)]
+            return [_assert_case(t) for t in _suite_asserts(suite)]
         if suite.mode == CALL:
             return [("call", _value(list(x)), _expected(y)) for x, y in zip(suite.inputs, suite.outputs)]
         return [("io", _io_text(x), _io_text(y)) for x, y in zip(suite.inputs, suite.outputs)]

@@ -2,7 +2,8 @@
 problem's tests (≤ 16 sampled). Outcome by sandbox verdict (grade.py):
 
     "accepted"      → CORRECT, score = 1.0
-    "sandbox_error" → INFRA,   score = 0.0 (a sandbox fault or an unjudgeable row; never a wrong answer)
+    "sandbox_error" → INFRA,   score = 0.0 (a sandbox fault; never a wrong answer)
+    "invalid_tests" → INFRA,   score = 0.0 (the row's tests cannot be judged; curation drops such rows)
     anything else   → WRONG,   score = pass fraction (the soft reward); "timeout", "memory_limit",
                       "compile_error" included: the program's fault. No code block → WRONG "no_code", 0.0.
 
@@ -22,7 +23,7 @@ from tasks.grading.grade import Grade, Outcome
 def grade_from_result(res: dict) -> Grade:
     """The Grade for one sandbox result row ({"verdict", "reward", "details", ...})."""
     verdict = res["verdict"]
-    if verdict == "sandbox_error":
+    if verdict in ("sandbox_error", "invalid_tests"):
         return Grade(Outcome.INFRA, 0.0, verdict, str((res.get("details") or {}).get("reason", "")))
     if verdict == "accepted":
         return Grade(Outcome.CORRECT, float(res["reward"] if res.get("reward") is not None else 1.0), verdict)

@@ -65,7 +65,7 @@ def test_unjudgeable_assert_tests_are_dropped_as_invalid_tests_at_ingest(tmp_pat
     import json
 
     rows = [{"problem": "add two numbers", "tests": {"assert_code": "assert add(1, 2) == 3"}},
-            {"problem": "add two other numbers", "tests": {"assert_code": "e = 3\nassert add(1, 2) == e"}}]
+            {"problem": "add two other numbers", "tests": {"assert_code": "e = 3\nassert 1 + 2 == e"}}]
     src = tmp_path / "code.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     bench = tmp_path / "bench.jsonl"
@@ -73,7 +73,7 @@ def test_unjudgeable_assert_tests_are_dropped_as_invalid_tests_at_ingest(tmp_pat
     result = curate(CurateConfig(sources=[{"name": "c", "path": str(src)}], benchmarks={"b": str(bench)}))
     assert result.problems.num_rows == 1 and _fates(result) == {("c", 2): "invalid_tests"}
     assert result.counts["invalid_tests"] == 1 and result.by_source["c"]["invalid_tests"] == 1
-    assert "both come from the program" in result.dropped.column("detail")[0].as_py()
+    assert "never uses a name the program defines" in result.dropped.column("detail")[0].as_py()
 
 
 @pytest.mark.parametrize("line, why", [

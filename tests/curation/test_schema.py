@@ -53,12 +53,13 @@ def test_malformed_rows_give_a_reason(row, why):
 
 
 @pytest.mark.parametrize("assert_code, why", [
-    ("def check(f):\n    for i in range(3):\n        assert f(i) == i\ncheck(g)", "must be top-level"),
-    ("expected = 3\nassert add(1, 2) == expected", "both come from the program"),
-    ("assert all(add(i, 0) == i for i in range(3))", "decides inside the program"),
+    ("expected = 3\nassert 1 + 2 == expected", "never uses a name the program defines"),
+    ("assert all(i == i for i in range(3))", "never uses a name the program defines"),
     ("x = add(1, 2)", "no assert that tests the program"),
 ])
 def test_unjudgeable_asserts_are_invalid_tests_not_malformed(assert_code, why):
+    """(Asserts in loops, helper functions and computed expected values are judgeable: the checker runs
+    the test code itself; tests/sandbox/test_testcases.py.)"""
     with pytest.raises(InvalidTestsRow, match=why) as exc:
         to_problem({"problem": "p", "tests": {"assert_code": assert_code}}, "s")
     assert exc.value.reason == "invalid_tests"

@@ -7,46 +7,20 @@ in a warm container for a later test or job, output made to crash the judge (pen
 programs that used to be misjudged. One warm container serves the whole module, so every cross-job
 canary really shares it with its victim.
 """
-import textwrap
 
 import pytest
 
-from sandbox import JudgeConfig, Limits, PoolConfig, SandboxPool, verify_submission
-from sandbox.container import OWNER_LABEL, owner_id
-from sandbox.reaper import labelled
-from sandbox.verdicts import SANDBOX_ERROR
+from sandbox import JudgeConfig, Limits
+
+from tests.sandbox.canaries import no_faults, refused, run
 
 pytestmark = pytest.mark.docker
 
-FAST = JudgeConfig(limits=Limits(time_limit_s=1.0))
 DOUBLE = {"assert_code": "assert double(2) == 4\nassert double(21) == 42"}  # an honest double(x) passes
-
-
-@pytest.fixture(scope="module")
-def pool(docker_client):
-    pool = SandboxPool(PoolConfig(size=1), client=docker_client).start()
-    yield pool
-    pool.close()
-    assert [c for c in labelled(docker_client) if c.labels.get(OWNER_LABEL) == owner_id()] == []
-
-
-def run(pool, code, tests, config=FAST):
-    return verify_submission({"id": "canary", "code": textwrap.dedent(code), "tests": tests}, pool, config)
-
-
-def refused(out):
-    """A scored failure: not accepted, reward 0, never an infrastructure verdict."""
-    assert out["verdict"] not in ("accepted", SANDBOX_ERROR), out
-    assert out["reward"] == 0.0, out
-    return out
 
 
 def stdio(expected="ok\n", n=1):
     return {"inputs": [f"{i}\n" for i in range(n)], "outputs": [expected] * n}
-
-
-def no_faults(pool, before):
-    assert pool.stats["faults"] == before, "a program caused an infrastructure fault (container recycled)"
 
 
 # ------------------------------------------------------------------------ 1. forged assert-style results
@@ -521,16 +495,21 @@ def test_a_compile_error_report_written_by_the_program_is_no_escape(pool):
     no_faults(pool, before)
 
 
-def test_a_huge_decimal_is_refused_quickly_by_the_host(pool):
+def test_a_huge_decimal_is_a_scored_failure(pool):
+    """round() of Decimal('1e999999') builds a million-digit int in the checker: the test runs out of
+    time like it would in any harness, and the verdict is the program's, not the sandbox's."""
     code = "from decimal import Decimal\ndef f():\n    return Decimal('1e999999')\n"
+    before = pool.stats["faults"]
     out = refused(run(pool, code, {"assert_code": "assert round(f()) == 3"}))
-    assert out["verdict"] == "wrong_answer", out
+    assert out["verdict"] in ("wrong_answer", "timeout"), out
+    no_faults(pool, before)
 
 
 def test_a_method_of_a_returned_value_cannot_judge_the_expected_value(pool):
+    """A list subclass arrives as a plain list: its lying `equals` method never reaches the checker."""
     code = "class L(list):\n    def equals(self, other): return True\ndef f(x):\n    return L()\n"
-    out = run(pool, code, {"assert_code": "assert f(1).equals([1, 2])"})
-    assert out["verdict"] == SANDBOX_ERROR and "invalid_tests" in out["details"]["reason"], out  # the tests
+    out = refused(run(pool, code, {"assert_code": "assert f(1).equals([1, 2])"}))
+    assert out["verdict"] == "runtime_error" and "AttributeError" in out["details"]["message"], out
 
 
 def test_honest_starred_fraction_and_range_shapes_are_accepted(pool):

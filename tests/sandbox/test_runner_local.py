@@ -1,4 +1,4 @@
-"""The in-container runner's harness, run here as a plain subprocess (no Docker, ≈ 1 s).
+"""The in-container runner's harness, run here as a plain subprocess (no Docker, ≈ 10 s).
 
 Outside a container the runner is in development mode: a private temp dir instead of /tmp, and it only
 kills its own children's process groups. Isolation itself is tested in test_docker_sandbox.py.
@@ -24,23 +24,29 @@ def _load_runner_module():
     spec = importlib.util.spec_from_file_location("klear_runner_under_test", RUNNER_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.SANDBOXED is False
     return module
 
 
 RUNNER = _load_runner_module()
 
 
-def assert_job(runner, code, assert_code):
-    """Run assert-style tests as the host sends them (rewritten); (suite, runs, response)."""
+def assert_job(runner, code, assert_code, **job):
+    """Run assert-style tests as the host sends them (split into units); (suite, runs, response)."""
     suite = parse_tests({"assert_code": assert_code})
     indices = list(range(len(suite)))
     tests, runs = suite.plan(indices)
-    return suite, runs, runner(mode="assert", code=code, tests=tests)
+    return suite, runs, runner(mode="assert", code=code, tests=tests, **job)
 
 
 def verdicts(suite, runs, response, cpu_limit=LIMITS["cpu_s"]):
     return [judge_test(response["results"][run], suite, i, cpu_limit)[0] for i, run in enumerate(runs)]
+
+
+def checks(runner, code, assert_code, **job):
+    """(the checker's entries of a one-snippet run, the host's verdicts)."""
+    suite, runs, r = assert_job(runner, code, assert_code, **job)
+    (result,) = r["results"]
+    return result["checks"], verdicts(suite, runs, r)
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +57,17 @@ def runner():
     hello = json.loads(proc.stdout.readline())
     assert hello["hello"] and hello["sandboxed"] is False  # never the destructive mode outside a container
 
-    def run(**job):
+    def line(**job):
+        """The runner's response line, unparsed."""
         job = {"op": "run", "limits": LIMITS, **job}
         proc.stdin.write((json.dumps(job) + "\n").encode())
         proc.stdin.flush()
-        return json.loads(proc.stdout.readline())
+        return proc.stdout.readline()
 
+    def run(**job):
+        return json.loads(line(**job))
+
+    run.line = line
     yield run
     proc.stdin.close()
     proc.wait(timeout=10)
@@ -75,8 +86,9 @@ def test_stdio_runs_each_test_with_its_input(runner):
 def test_call_based_with_class_solution(runner):
     code = "class Solution:\n    def pair(self, a, b):\n        return (a, {b: [a]})"
     r = runner(mode="call", code=code, fn_name="pair", tests=[{"args": [1, 2]}])
-    assert r["results"][0]["report"] == {"value": {"__tuple__": [1, {"__dict__": [[2, [1]]]}]}}
-    assert r["results"][0]["reports"] == [r["results"][0]["report"]]
+    t = r["results"][0]
+    assert t["report"] == {"value": {"__tuple__": [1, {"__dict__": [[2, [1]]]}]}}
+    assert t["exit"] == 0 and stdout_text(t) == "" and "checks" not in t  # checks: assert-style only
 
 
 def test_call_based_plain_function_and_missing_function(runner):
@@ -100,21 +112,30 @@ def test_call_based_big_int_and_int_subclass_are_plain_data(runner):
     assert r["results"][0]["report"] == {"value": [{"__int__": hex(2**100)}, {"__int__": hex(-2**60)}, 3]}
 
 
-def test_assert_style_reports_each_observation_and_the_host_judges(runner):
+def test_call_based_the_last_report_line_is_the_value(runner):
+    code = "import os\ndef f():\n    os.write(3, b'{\"value\": 99}\\n')\n    return 5"
+    r = runner(mode="call", code=code, fn_name="f", tests=[{"args": []}])
+    assert r["results"][0]["report"] == {"value": 5}  # the harness's line comes after the program's
+
+
+# ------------------------------------------------------------------------------------ assert-style
+def test_assert_style_each_test_passes_or_fails_on_its_own(runner):
     suite, runs, r = assert_job(runner, "def f(x): return x * 2",
-                                ["assert f(1) == 2\nassert f(2) == 5", "assert f(3) == 6"])
+                                ["assert f(1) == 2\nassert f(2) == 5\nassert f(3) == 6", "assert f(4) == 8"])
     first, second = r["results"]
-    assert first["reports"] == [{"obs": 0, "value": 2}, {"obs": 1, "value": 4}] and first["exit"] == 0
-    assert second["reports"] == [{"obs": 0, "value": 6}]
-    assert first["report"] == {"obs": 1, "value": 4}  # the last line; no {"done": true} any more
-    assert verdicts(suite, runs, r) == ["accepted", "wrong_answer", "accepted"]
+    assert first["checks"] == {"0": {"ok": True}, "1": {"verdict": "wrong_answer", "message": "assertion failed"},
+                               "2": {"ok": True}}
+    assert second["checks"] == {"0": {"ok": True}} and first["exit"] == second["exit"] == 0
+    assert verdicts(suite, runs, r) == ["accepted", "wrong_answer", "accepted", "accepted"]
 
 
-def test_assert_style_program_never_sees_the_expected_value(runner):
+def test_assert_style_program_never_sees_the_test_code(runner):
     code = """
 import gc
+def g():
+    return 0
 def f():
-    needle = "".join(["XSEC", "RETX"])  # the expected value, searched for in all the child holds
+    needle = "".join(["XSEC", "RETX"])  # the other test's expected value, searched for in all it holds
     for obj in gc.get_objects():
         try:
             if needle in repr(obj):
@@ -123,57 +144,170 @@ def f():
             pass
     return "absent"
 """
-    suite, runs, r = assert_job(runner, code, "assert f() == 'XSECRETX', 'XSECRETX'")
-    assert r["results"][0]["reports"] == [{"obs": 0, "value": "absent"}]
-    assert verdicts(suite, runs, r) == ["wrong_answer"]
+    got, judged = checks(runner, code, "assert g() == 'XSECRETX', 'XSECRETX'\nassert f() == 'absent'")
+    assert got["1"] == {"ok": True} and judged == ["wrong_answer", "accepted"]
 
 
-def test_assert_style_observation_that_raises_fails_only_its_test(runner):
-    suite, runs, r = assert_job(runner, "def f(x): return 1 // x", "assert f(0) == 1\nassert f(1) == 1")
-    t = r["results"][0]
-    assert t["reports"][0]["obs"] == 0 and t["reports"][0]["exc"] == "ZeroDivisionError"
-    assert t["reports"][1] == {"obs": 1, "value": 1} and t["exit"] == 0
-    assert verdicts(suite, runs, r) == ["runtime_error", "accepted"]
+def test_assert_style_exception_in_the_program_fails_only_its_test(runner):
+    got, judged = checks(runner, "def f(x): return 1 // x", "assert f(0) == 1\nassert f(1) == 1")
+    assert got["0"]["verdict"] == "runtime_error" and "ZeroDivisionError" in got["0"]["message"]
+    assert got["1"] == {"ok": True}  # the snippet went on
+    assert judged == ["runtime_error", "accepted"]
 
 
-def test_assert_style_error_outside_an_observation_stops_the_snippet(runner):
-    suite, runs, r = assert_job(runner, "def f(x): return x",
-                                "assert f(1) == 1\nsetup = 1 // 0\nassert f(2) == 2")
-    t = r["results"][0]
-    assert t["reports"][0] == {"obs": 0, "value": 1}
-    assert t["report"]["exc"] == "ZeroDivisionError" and t["report"]["stage"] == "tests" and t["exit"] == 1
-    assert "ZeroDivisionError" in t["stderr"] and "runner.py" not in t["stderr"]  # the program's frames only
-    assert verdicts(suite, runs, r) == ["accepted", "runtime_error"]
+def test_assert_style_setup_statement_that_raises_fails_the_tests_after_it(runner):
+    got, judged = checks(runner, "def f(x): return x",
+                         "assert f(1) == 1\nsetup = 1 // 0\nassert f(2) == 2\nassert f(3) == 3")
+    assert got["0"] == {"ok": True}
+    assert all(got[k]["verdict"] == "runtime_error" and got[k]["message"].startswith("setup:")
+               and "ZeroDivisionError" in got[k]["message"] for k in ("1", "2"))
+    assert judged == ["accepted", "runtime_error", "runtime_error"]
+
+
+def test_assert_style_memory_error_in_the_program_is_that_tests_memory_limit(runner):
+    got, judged = checks(runner, "def f(n):\n    return bytearray(n)",
+                         "assert len(f(8 << 30)) > 0\nassert len(f(3)) == 3",
+                         limits={**LIMITS, "memory_bytes": 512 << 20})
+    assert got["0"]["verdict"] == "memory_limit" and judged == ["memory_limit", "accepted"]
 
 
 def test_assert_style_runs_as_module_solution_without_its_main_block(runner):
-    code = "def f():\n    return __name__\nif __name__ == '__main__':\n    input()"
-    suite, runs, r = assert_job(runner, code, "assert f() == 'solution'")
-    assert r["results"][0]["reports"] == [{"obs": 0, "value": "solution"}]
-    assert verdicts(suite, runs, r) == ["accepted"]
+    code = "def f():\n    return __name__\nif __name__ == '__main__':\n    input()\n    raise SystemExit(3)"
+    got, judged = checks(runner, code, "assert f() == 'solution'")
+    assert got == {"0": {"ok": True}} and judged == ["accepted"]
 
 
-def test_assert_style_lying_values_are_plain_data(runner):
-    code = ("class L(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\n"
-            "class A:\n    def __eq__(self, o): return True\n"
-            "def f(): return L(0)\ndef g(): return A()\ndef h(): return 2 ** 100")
-    suite, runs, r = assert_job(runner, code, f"assert f() == 1\nassert g() == 1\nassert h() == {2**100}")
-    values = [line["value"] for line in r["results"][0]["reports"]]
-    assert values[0] == 0 and values[1]["__type__"] == "A" and values[2] == {"__int__": hex(2**100)}
-    assert verdicts(suite, runs, r) == ["wrong_answer", "wrong_answer", "accepted"]
+def test_assert_style_lying_values_cannot_pass(runner):
+    code = ("class L(int):\n    def __eq__(self, o): return True\n    __ne__ = lambda self, o: False\n"
+            "    __hash__ = int.__hash__\n"
+            "class A:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+            "    def __bool__(self): return True\n    def __len__(self): return 3\n"
+            "def f(): return L(0)\ndef g(): return A()\ndef h(): return 2 ** 100\ndef one(): return L(1)")
+    got, judged = checks(runner, code, "assert f() == 1\nassert g() == 1\nassert 1 == g()\nassert g()\n"
+                                       f"assert len(g()) == 3\nassert h() == {2**100}\nassert one() == 1\n"
+                                       "assert g() != 1\nassert not (f() == 1)")
+    assert judged == ["wrong_answer", "wrong_answer", "wrong_answer", "runtime_error", "runtime_error",
+                      "accepted", "accepted", "accepted", "accepted"]  # values are the program's, __eq__ is not
 
 
-def test_assert_style_solution_cannot_exit_early_as_a_pass(runner):
-    suite, runs, r = assert_job(runner, "import os\nos._exit(0)", "assert f() == 1")
-    assert r["results"][0]["reports"] == [] and r["results"][0]["report"] is None
-    assert verdicts(suite, runs, r) == ["runtime_error"]
-    suite, runs, r = assert_job(runner, "import sys\ndef f():\n    sys.exit(0)", "assert f() == 1")
-    assert r["results"][0]["report"]["exc"] == "SystemExit"  # not an observation: the snippet stops
-    assert verdicts(suite, runs, r) == ["runtime_error"]
+@pytest.mark.parametrize("code", [
+    "import os\nos._exit(0)",  # before anything is defined
+    "import os\ndef f():\n    os._exit(0)",  # in the call
+    "import sys\nsys.exit(0)",  # leaves the module: f is never defined
+    "import sys\ndef f():\n    sys.exit(0)",
+    "import sys\ndef f():\n    raise SystemExit",
+    "import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGKILL)",
+])
+def test_assert_style_solution_cannot_exit_early_as_a_pass(runner, code):
+    got, judged = checks(runner, code, "assert f() == 1\nassert f() == 1")
+    assert all("ok" not in entry for entry in got.values())
+    assert judged == ["runtime_error", "runtime_error"]
 
 
-def test_compile_error_stops_the_job(runner):
-    r = runner(mode="stdio", code="def f(:", tests=[{"stdin": ""}] * 3)
+def test_assert_style_or_short_circuits_in_the_test_code(runner):
+    code = ("class Stack:\n    def __init__(self):\n        self.items = [1, 2]\n"
+            "    def pop(self):\n        return self.items.pop()\n    def size(self):\n        return len(self.items)\n"
+            "s = Stack()")
+    got, judged = checks(runner, code, "assert s.pop() == 2 or s.pop() == 1\nassert s.size() == 1")
+    assert judged == ["accepted", "accepted"]  # pop was called once
+
+
+def test_assert_style_for_loop_helpers_and_computed_expectations(runner):
+    tests = ("def ref(a, b):\n    return sum([a, b])\n"
+             "def check(candidate):\n"
+             "    for a in range(5):\n        for b in range(3):\n            assert candidate(a, b) == ref(a, b)\n"
+             "    expected = [ref(i, i) for i in range(4)]\n"
+             "    assert [candidate(i, i) for i in range(4)] == expected\n"
+             "check(add)")
+    got, judged = checks(runner, "def add(a, b):\n    return a + b", tests)
+    assert got == {"0": {"ok": True}, "1": {"ok": True}} and judged == ["accepted", "accepted"]
+    got, judged = checks(runner, "def add(a, b):\n    return a + b if a != 4 else 0", tests)
+    assert judged == ["wrong_answer", "accepted"]  # one bad case inside the loop fails the loop's test
+
+
+def test_assert_style_range_and_generator_results_are_usable(runner):
+    code = "def f(n):\n    return range(n)\ndef g(n):\n    for i in range(n):\n        yield i * i"
+    got, judged = checks(runner, code, "assert list(f(3)) == [0, 1, 2]\nassert f(3) == range(3)\n"
+                                       "assert list(g(4)) == [0, 1, 4, 9]\nassert sum(g(3)) == 5\n"
+                                       "assert [x for x in g(2)] == [0, 1]\nassert list(g(2)) == [0, 2]")
+    assert judged == ["accepted"] * 5 + ["wrong_answer"]
+
+
+def test_assert_style_the_programs_gcd_shadows_the_headers(runner):
+    assert checks(runner, "def gcd(a, b):\n    return 42", "assert gcd(4, 6) == 2")[1] == ["wrong_answer"]
+    assert checks(runner, "def gcd(a, b):\n    while b:\n        a, b = b, a % b\n    return a",
+                  "assert gcd(4, 6) == 2")[1] == ["accepted"]
+
+
+@pytest.mark.parametrize("code, tests", [
+    ("pass", "def check(candidate):\n    assert candidate(2, 3) == 5\ncheck(add)"),  # HumanEval/53
+    ("def other():\n    return 0", "def check(candidate):\n    assert candidate([3, 1, 2, 4, 5]) == 3\n"
+                                   "check(median)"),  # HumanEval/47
+    ("if __name__ == '__main__':\n    def gcd(a, b):\n        return 0", "assert gcd(4, 6) == 2"),
+], ids=["add", "median", "gcd-in-main-block"])
+def test_assert_style_a_name_the_program_does_not_define_is_not_the_headers(runner, code, tests):
+    # The snippet tests the program's `add`; a program that defines none must not pass on the checker's
+    # own operator.add (or statistics.median, math.gcd) from LiveCodeBench's header.
+    assert checks(runner, code, tests)[1] == ["runtime_error"]
+
+
+def test_assert_style_the_program_patching_math_does_not_reach_the_checker(runner):
+    code = "import math\nmath.isclose = lambda *a, **k: True\ndef f():\n    return 1.0"
+    got, judged = checks(runner, code, "assert math.isclose(f(), 2.0)\nassert isclose(f(), 2.0)\n"
+                                       "assert math.isclose(f(), 1.0)")
+    # `isclose`: a header name the program never bound is no name of the program's (NameError)
+    assert judged == ["wrong_answer", "runtime_error", "accepted"]
+
+
+HEADER_USER = ("def f(xs: List[int]) -> List[int]:\n"
+               "    h = list(xs)\n    heapify(h)\n"
+               "    return [Counter(xs).most_common(1)[0][0], deque(xs).popleft(), heappop(h),"
+               " bisect_left(sorted(xs), 2), gcd(4, 6)]\n")
+
+
+def test_livecodebench_header_names_need_no_import(runner):
+    r = runner(mode="stdio", code=HEADER_USER + "print(*f(list(map(int, input().split()))))",
+               tests=[{"stdin": "3 1 3 2\n"}])
+    assert stdout_text(r["results"][0]) == "3 3 1 1 2\n" and r["results"][0]["exit"] == 0
+    solution = ("class Solution:\n"
+                "    def f(self, xs: List[int]) -> List[int]:\n"
+                "        h = list(xs)\n        heapify(h)\n"
+                "        return [Counter(xs).most_common(1)[0][0], deque(xs).popleft(), heappop(h),"
+                " bisect_left(sorted(xs), 2), gcd(4, 6)]\n")
+    r = runner(mode="call", code=solution, fn_name="f", tests=[{"args": [[3, 1, 3, 2]]}])
+    assert r["results"][0]["report"] == {"value": [3, 3, 1, 1, 2]}
+    assert checks(runner, HEADER_USER, "assert f([3, 1, 3, 2]) == [3, 3, 1, 1, 2]")[1] == ["accepted"]
+
+
+DEEP = "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+
+
+def test_recursion_3000_deep_works_in_every_mode(runner):
+    r = runner(mode="stdio", code=DEEP + "print(depth(3000))", tests=[{"stdin": ""}])
+    assert stdout_text(r["results"][0]) == "3000\n"
+    r = runner(mode="call", code=DEEP, fn_name="depth", tests=[{"args": [3000]}])
+    assert r["results"][0]["report"] == {"value": 3000}
+    assert checks(runner, DEEP, "assert depth(3000) == 3000")[1] == ["accepted"]
+
+
+def test_stderr_is_never_output_exceeded(runner):
+    noisy = "import sys\ndef f():\n    sys.stderr.write('e' * (2 << 20))\n    return 1\n"
+    r = runner(mode="stdio", code=noisy + "print(f())", tests=[{"stdin": ""}])
+    t = r["results"][0]
+    assert not t["output_exceeded"] and stdout_text(t) == "1\n" and t["stderr_bytes"] == 2 << 20
+    assert len(t["stderr"]) <= 4096  # only the tail comes back
+    r = runner(mode="call", code=noisy, fn_name="f", tests=[{"args": []}])
+    assert not r["results"][0]["output_exceeded"] and r["results"][0]["report"] == {"value": 1}
+    assert checks(runner, noisy, "assert f() == 1")[1] == ["accepted"]
+
+
+@pytest.mark.parametrize("mode, job", [
+    ("stdio", {"tests": [{"stdin": ""}] * 3}),
+    ("call", {"fn_name": "f", "tests": [{"args": []}] * 3}),
+    ("assert", {"tests": [{"units": [["test", "assert f() == 1"]]}] * 3}),
+])
+def test_compile_error_stops_the_job(runner, mode, job):
+    r = runner(mode=mode, code="def f(:", **job)
     assert len(r["results"]) == 1 and "SyntaxError" in r["results"][0]["compile_error"]
 
 
@@ -183,9 +317,12 @@ def test_a_compile_error_report_written_by_the_program_stops_nothing(runner):
     assert len(r["results"]) == 2 and not any("compile_error" in t for t in r["results"])
 
 
-def test_exit_codes_threads_and_atexit_like_a_real_interpreter(runner):
+def test_exit_codes_threads_and_atexit_like_livecodebench(runner):
+    # LiveCodeBench's rule: sys.exit(code) ends a stdin/stdout program and its output is judged as is
     r = runner(mode="stdio", code="import sys\nprint('a')\nsys.exit(3)", tests=[{"stdin": ""}])
-    assert r["results"][0]["exit"] == 3 and stdout_text(r["results"][0]) == "a\n"
+    assert r["results"][0]["exit"] == 0 and stdout_text(r["results"][0]) == "a\n"
+    r = runner(mode="stdio", code="print('a')\nraise ValueError('x')", tests=[{"stdin": ""}])
+    assert r["results"][0]["exit"] == 1 and r["results"][0]["report"]["exc"] == "ValueError"
     code = ("import threading, atexit\natexit.register(lambda: print('bye'))\n"
             "threading.Thread(target=lambda: print('thread')).start()")
     r = runner(mode="stdio", code=code, tests=[{"stdin": ""}])
@@ -268,6 +405,25 @@ def test_a_program_cannot_fake_a_setup_failure(runner):
     assert "setup_failed" not in r["results"][0]
 
 
+def _parse_deep(line, frames):
+    """json.loads of a response line with `frames` more Python frames on the stack (the host reads it
+    deep inside pool.run / verify_submission, never at the top of a stack)."""
+    if frames:
+        return _parse_deep(line, frames - 1)
+    return json.loads(line)
+
+
+def test_a_deeply_nested_report_cannot_break_the_hosts_parse_of_the_response(runner):
+    # The program writes its own report line; whatever the runner keeps of it must come back as a
+    # response the host can read, or the host's json.loads raises RecursionError (not a ChannelError).
+    for depth in (500, 900, 985, 2000):
+        code = (f"import os\ndef f():\n    os.write(3, b'{{\"value\": ' + b'[' * {depth} + b']' * {depth}"
+                " + b'}\\n')\n    os._exit(0)\n")
+        line = runner.line(mode="call", code=code, fn_name="f", tests=[{"args": []}])
+        resp = _parse_deep(line, 60)
+        assert resp["ok"] and resp["results"][0]["exit"] == 0
+
+
 # ------------------------------------------------------------------ the runner's helpers, in-process
 @pytest.fixture
 def scratch():
@@ -291,7 +447,7 @@ def test_wipe_removes_a_1100_deep_tree(scratch):
             fd = child
     finally:
         os.close(fd)
-    assert RUNNER._wipe(scratch) is True
+    assert RUNNER.wipe(scratch) is True
     assert os.listdir(scratch) == [] and os.path.isdir(scratch)  # the root itself stays
 
 
@@ -303,14 +459,14 @@ def test_wipe_removes_a_20000_wide_dir(scratch):
         open(os.path.join(wide, f"f{i}"), "w").close()
     os.symlink("/", os.path.join(wide, "link"))  # a link is unlinked, never followed
     assert len(os.listdir(wide)) == 20_001
-    assert RUNNER._wipe(scratch) is True
+    assert RUNNER.wipe(scratch) is True
     assert os.listdir(scratch) == []
 
 
 def test_wipe_keeps_what_it_is_told_to_keep(scratch):
     os.makedirs(os.path.join(scratch, "keep", "inner"))
     os.makedirs(os.path.join(scratch, "gone", "inner"))
-    assert RUNNER._wipe(scratch, keep=(os.path.join(scratch, "keep"),)) is True
+    assert RUNNER.wipe(scratch, keep=(os.path.join(scratch, "keep"),)) is True
     assert _remaining(scratch) == [os.path.join(scratch, "keep"), os.path.join(scratch, "keep", "inner")]
 
 
@@ -319,16 +475,59 @@ def test_wipe_keeps_what_it_is_told_to_keep(scratch):
     b'"text"',
     b"5",
     b"1" * 5000,  # a 5,000-digit int
-    b'{"obs": 0, "value": ' + b"1" * 5000 + b"}",
+    b'{"value": ' + b"1" * 5000 + b"}",
     b"[" * 100_000 + b"]" * 100_000,  # 100,000-deep nesting
-    b'{"obs": 0, "value": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-    b'{"obs": 0, "value": ' + b"[" * 300 + b"]" * 300 + b"}",  # deeper than MAX_REPORT_DEPTH
+    b'{"value": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    # deeper than any honest value (encode_value stops at runner.MAX_DEPTH); one the host could not read
+    # back inside its response must be garbled (see the deeply nested report test above)
+    b'{"value": ' + b"[" * 300 + b"]" * 300 + b"}",
     b"{not json",
     b"\xff\xfe",
 ])
 def test_parse_report_garbled(line):
-    assert RUNNER._parse_report(line) == {"garbled": True}
+    assert RUNNER.parse_report(line) == {"garbled": True}
 
 
 def test_parse_report_object():
-    assert RUNNER._parse_report(b'{"obs": 3, "value": [[1]]}') == {"obs": 3, "value": [[1]]}
+    assert RUNNER.parse_report(b'{"value": [[1]]}') == {"value": [[1]]}
+    assert RUNNER.parse_report(b'{"exc": "ValueError", "stage": "call", "message": "x"}')["exc"] == "ValueError"
+
+
+def test_encode_decode_value_round_trip_as_plain_data():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+
+    class Thing:
+        pass
+
+    thing, refs = Thing(), []
+    value = [1, 2 ** 100, -2 ** 60, Liar(3), 1.5, float("inf"), "s", (1, 2), {1: "a", "k": [2]}, {1, 2},
+             b"\x00\xff", 1 + 2j, range(1, 10, 2), Fraction(1, 3), Decimal("1.10"), None, True, thing]
+    encoded = RUNNER.encode_value(value, refs)
+    json.dumps(encoded)  # plain JSON
+    assert encoded[1] == {"__int__": hex(2 ** 100)} and type(encoded[3]) is int and encoded[3] == 3
+    assert encoded[-1] == {"__ref__": 0, "__type__": "Thing"} and refs == [thing]
+    decoded = RUNNER.decode_value(encoded, lambda i, t: ("ref", i, t))
+    assert decoded[:-1] == value[:-1] and type(decoded[3]) is int and type(decoded[7]) is tuple
+    assert decoded[-1] == ("ref", 0, "Thing")
+    assert "__repr__" in RUNNER.encode_value(thing)  # without refs: its repr, never equal to anything
+
+
+def test_encode_decode_value_are_bounded():
+    nested = []
+    for _ in range(RUNNER.MAX_DEPTH + 5):
+        nested = [nested]
+    with pytest.raises(ValueError):
+        RUNNER.encode_value(nested)
+    with pytest.raises(ValueError):
+        RUNNER.decode_value(nested, None)
+    with pytest.raises(ValueError):
+        RUNNER.decode_value(list(range(10)), None, [5])  # over the element budget
+    for bad in ({"__weird__": 1}, {"__tuple__": 5}, {"__set__": "x"}):
+        with pytest.raises(ValueError):
+            RUNNER.decode_value(bad, None)

@@ -53,7 +53,7 @@ def test_verify_end_to_end(rows_file, tmp_path):
     assert "4 rows: " in r.stdout
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(x["id"], x["verdict"]) for x in results] == [
-        ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "sandbox_error"), (None, "sandbox_error")]
-    assert "invalid_tests" in results[2]["details"]["reason"] and "line 4" in results[3]["details"]["reason"]
+        ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "invalid_tests"), (None, "sandbox_error")]
+    assert "tests must be an object" in results[2]["details"]["reason"] and "line 4" in results[3]["details"]["reason"]
     build = klear("sandbox", "build")
     assert build.returncode == 0 and build.stdout.startswith("klear-sandbox:")

@@ -6,7 +6,6 @@ README there). The full datasets are not in the repository: set KLEAR_MBPP=/path
 KLEAR_HUMANEVAL=/path/HumanEval.jsonl.gz to run the slow test on them.
 """
 import ast
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,21 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.benches import load_bench
+
 from tests.verification.test_verify import _docker_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "data" / "mbpp_sample.jsonl"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("real_solutions", ROOT / "bench" / "real_solutions.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["real_solutions"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-rs = _load()
+rs = load_bench("real_solutions")
 
 ROW = {"task_id": 7, "test_setup_code": "",
        "code": "def half_sum(xs, k):\r\n\tif k < 0:\r\n\t\treturn None\r\n\treturn [x // 2 for x in xs][:k]",

@@ -40,7 +40,7 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
     assert [r["id"] for r in out] == list(range(20)) + ["boom", None, "no-tests"]
     assert out[20]["verdict"] == "sandbox_error" and "judge bug" in out[20]["details"]["reason"]
     assert out[21]["verdict"] == "sandbox_error" and "line 9" in out[21]["details"]["reason"]
-    assert out[22]["verdict"] == "sandbox_error" and "invalid_tests" in out[22]["details"]["reason"]
+    assert out[22]["verdict"] == "invalid_tests" and out[22]["reward"] is None
     assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
