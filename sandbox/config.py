@@ -53,11 +53,21 @@ class ContainerConfig:
     shm_inodes: int = 4096  # the same bound for /dev/shm
     memory: int = 1536 * MiB  # memory+swap of the whole container (no swap): a test's 1 GiB plus tmpfs, shm
     #   and the runner; catches what RLIMIT_AS cannot (many processes each under it). Raise with Limits.memory
+    ipc_memory: int = 64 * MiB  # SysV shared memory in all (kernel.shmall/shmmax of the container's own IPC
+    #   namespace): unattached segments belong to no process, so the OOM killer could not find them in
+    #   any program and would kill the runner instead; bounded, they cannot fill the container
+    ipc_objects: int = 256  # SysV segments, message queues (each ≤ 64 KiB) and semaphore sets, each
     pids: int = 128  # pids cgroup limit: turns a fork bomb into EAGAIN (the runner then kills everything)
     cpus: float = 1.0  # CPU quota: one test runs at a time, so one core; threads cannot starve neighbours
     uid_range: tuple[int, int] = (20000, 60000)  # a random non-root uid per container, so RLIMIT_NPROC
     #   (counted per uid across the host) never lets one container's fork bomb block another's
     labels: dict = field(default_factory=dict)  # extra labels; `klear.sandbox=1` + owner are always set
+
+    def ipc_sysctls(self) -> dict[str, str]:
+        """The container's SysV IPC limits (namespaced sysctls Docker sets at creation)."""
+        return {"kernel.shmmax": str(self.ipc_memory), "kernel.shmall": str(self.ipc_memory // 4096),
+                "kernel.shmmni": str(self.ipc_objects), "kernel.msgmni": str(self.ipc_objects),
+                "kernel.msgmnb": str(64 * 1024), "kernel.sem": f"250 32000 32 {self.ipc_objects}"}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def create_args(image: str, config: ContainerConfig, uid: int, exec_tmp: bool = 
         pids_limit=config.pids,
         nano_cpus=int(config.cpus * 1e9),
         ipc_mode="private",
+        sysctls=config.ipc_sysctls(),  # SysV IPC bounded in the container's own namespace
         auto_remove=True,  # the runner exits when our attach socket closes (client crash): gone for good
         log_config={"type": "none", "config": {}},  # protocol traffic must not pile up in json logs
         init=False,  # the runner is PID 1: it reaps orphans and kill(-1) reaches every process

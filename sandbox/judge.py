@@ -78,8 +78,10 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
     tests, runs = suite.plan(indices)
     job = {"op": "run", "language": language, "mode": suite.mode, "code": code,
            "fn_name": suite.fn_name, "tests": tests, "limits": limits.to_runner(cpu)}
-    # Worst case: every run goes to its wall deadline (plus the runner's own cleanup), then compile.
-    timeout = len(tests) * (limits.wall_s(cpu) + 0.5) + (limits.compile_time_s if language == "cpp" else 0)
+    # Worst case: every run goes to its wall deadline (plus the runner's own work after it: waiting for
+    # the test process, the checker, the cleanup; about a second at most), then compile. The runner starts
+    # no test it could not finish by then (`deadline_s`); the pool adds its slack for the round trip.
+    timeout = len(tests) * (limits.wall_s(cpu) + 1.0) + (limits.compile_time_s if language == "cpp" else 0)
     job["deadline_s"] = timeout  # the runner starts no test it could not finish by then
     return Prepared(row_id, suite, indices, runs, job, cpu, timeout)
 

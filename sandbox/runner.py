@@ -320,8 +320,7 @@ def encode_value(value, refs=None, depth=0):
     if decimal is not None and isinstance(value, decimal.Decimal):
         return {"__decimal__": decimal.Decimal.__str__(value)}
     if refs is not None:
-        refs.append(value)
-        return {"__ref__": len(refs) - 1, "__type__": _safe_text(type(value).__name__, 80)}
+        return {"__ref__": refs.add(value), "__type__": _safe_text(type(value).__name__, 80)}
     return {"__repr__": _safe_text(value, 200), "__type__": _safe_text(type(value).__name__, 80)}
 
 
@@ -375,6 +374,12 @@ def decode_value(value, make_ref, budget=None):
             return decimal.Decimal(str(v["__decimal__"]))
         if "__ref__" in v:
             return make_ref(v["__ref__"], _safe_text(v.get("__type__", "?"), 80))
+        if "__builtin__" in v:  # a builtin function or type the test passes (`key=len`, `str`)
+            import builtins
+            name = str(v["__builtin__"])
+            if not hasattr(builtins, name) or name.startswith("_"):
+                raise ValueError("unknown builtin")
+            return getattr(builtins, name)
         raise ValueError("unknown tag")
 
     return dec(value, 0)
@@ -592,6 +597,25 @@ class _Chan:
         return json.loads(line)
 
 
+class Refs(list):
+    """The program's objects the checker holds references to; one id per object (so `f(x) is x` and
+    `g() == g()` for the same object hold in the test code, as they would in the program's process)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids = {}
+
+    def add(self, obj):
+        i = self.ids.get(id(obj))
+        if i is None:
+            self.append(obj)  # kept alive, so its id() is never reused while the run lasts
+            i = self.ids[id(obj)] = len(self) - 1
+        return i
+
+
+MUTABLE = (list, dict, set, bytearray)  # arguments whose contents a call may change in place
+
+
 def _serve_dead(exc):
     """The solution failed to import: tell the checker once, then fail like a plain run."""
     try:
@@ -606,7 +630,7 @@ def _serve(ns):
     gcd); then values go back as plain data, anything else as a reference into `refs` (the checker can call it,
     get its attributes or iterate it, never compare it by the program's own __eq__)."""
     chan = _Chan(CHAN_FD)
-    refs = []
+    refs = Refs()
     try:
         used = [n for n in list(ns) if isinstance(n, str) and not n.startswith("__")]
         names = [n for n in used if n not in HEADER_NAMES or HEADER_NAMES[n] is not ns[n]]
@@ -614,8 +638,7 @@ def _serve(ns):
         bound = {}  # functions and classes go as references at once: one round trip fewer per name
         for n in names:
             if callable(ns[n]) and len(bound) < 1000:
-                refs.append(ns[n])
-                bound[n] = len(refs) - 1
+                bound[n] = refs.add(ns[n])
         chan.send({"names": names, "header": header, "bound": bound})
     except BaseException:
         _finish(1)
@@ -631,6 +654,7 @@ def _serve(ns):
         except BaseException:
             _finish(0)
         op = req.get("op")
+        after = None
         try:
             if op == "name":
                 if req["name"] not in ns:
@@ -643,6 +667,9 @@ def _serve(ns):
                     args = decode_value(req.get("args", []), ref)
                     kwargs = decode_value(req.get("kwargs", {"__dict__": []}), ref)
                     result = target(*args, **kwargs)
+                    # what the call left in its list/dict/set arguments goes back, as the checker's own
+                    # objects would have changed had the call run there
+                    after = [encode_value(a, refs) if type(a) in MUTABLE else None for a in args]
                 elif op == "getattr":
                     result = getattr(target, str(req.get("name")))
                 elif op == "iter":
@@ -659,7 +686,8 @@ def _serve(ns):
                 encoded = encode_value(result, refs)
             except BaseException as exc:
                 encoded = {"__repr__": f"<unencodable: {type(exc).__name__}>", "__type__": "?"}
-            chan.send({"value": encoded})
+            chan.send({"value": encoded, "after": after} if after and any(a is not None for a in after)
+                      else {"value": encoded})
         except (SystemExit, KeyboardInterrupt) as exc:
             chan.send({"exc": type(exc).__name__, "message": _safe_text(str(exc), 300)})
             _finish(_exit_code(exc) if isinstance(exc, SystemExit) else 1)
@@ -710,6 +738,9 @@ class Remote:
             return iter(it)
         return _RemoteIterator(it)
 
+    def __next__(self):
+        return self._conn.request("next", self._id)
+
     def __eq__(self, other):
         return isinstance(other, Remote) and other._id == self._id and other._conn is self._conn
 
@@ -746,10 +777,21 @@ class _Conn:
     def __init__(self, fd):
         self.chan = _Chan(fd)
         self.calls = 0
+        self.remotes = {}  # ref id -> its one Remote
+
+    def remote(self, ref_id, type_name):
+        if ref_id not in self.remotes:
+            self.remotes[ref_id] = Remote(ref_id, type_name, self)
+        return self.remotes[ref_id]
 
     def _encode(self, value):
+        import builtins
+
         if isinstance(value, Remote):
             return {"__ref__": value._id}
+        name = getattr(value, "__name__", None)
+        if isinstance(name, str) and not name.startswith("_") and getattr(builtins, name, None) is value:
+            return {"__builtin__": name}
         if isinstance(value, (list, tuple, set, frozenset, dict)):
             if isinstance(value, list):
                 return [self._encode(v) for v in value]
@@ -790,10 +832,29 @@ class _Conn:
             raise ProgramGone("gone")
         if "exc" in answer:
             raise _remote_exception(str(answer["exc"])[:80], str(answer.get("message", ""))[:300])
+        if op == "call" and type(answer.get("after")) is list:
+            self._sync(fields["args"], answer["after"])
         try:
-            return decode_value(answer.get("value"), lambda i, t: Remote(i, t, self))
+            return decode_value(answer.get("value"), self.remote)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             return Remote(-1, "undecodable", self)
+
+    def _sync(self, args, after):
+        """Put what the call left in its list/dict/set arguments into the checker's own objects."""
+        for arg, state in zip(args, after):
+            if state is None or type(arg) not in MUTABLE:
+                continue
+            try:
+                new = decode_value(state, self.remote)
+            except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+                continue
+            if type(new) is not type(arg) and not (type(arg) is bytearray and type(new) is bytes):
+                continue
+            if isinstance(arg, (list, bytearray)):
+                arg[:] = new
+            else:
+                arg.clear()
+                arg.update(new)
 
 
 def _remote_exception(name, message):
@@ -821,15 +882,21 @@ class _TestGlobals(dict):
     defines no `add` must not pass tests of `add` with the header's operator.add."""
 
     def __init__(self, conn, program_names, header_names=(), bound=None):
+        import builtins
+
         super().__init__(__name__="__tests__", __builtins__=__builtins__)
         self.conn = conn
-        self.program_names = set(program_names)
+        # the builtins and the header's modules are always the checker's: a program that rebinds `set`,
+        # `abs`, `range` or `math` changes nothing in how the test code judges its values
+        self.program_names = {n for n in program_names if not hasattr(builtins, n)
+                              and not isinstance(HEADER_NAMES.get(n), types.ModuleType)}
+        self.update((n, v) for n, v in HEADER_NAMES.items() if isinstance(v, types.ModuleType))
         for name in header_names:
             if name in HEADER_NAMES and name not in self.program_names:
                 self[name] = HEADER_NAMES[name]
         for name, ref_id in (bound or {}).items():  # the program's functions and classes, as references
             if name in self.program_names and type(ref_id) is int:
-                self[name] = Remote(ref_id, "function", conn)
+                self[name] = conn.remote(ref_id, "function")
         self["solution"] = _SolutionModule(self)
 
     def __missing__(self, name):
@@ -1100,11 +1167,24 @@ class Helper:
         socket.send_fds(self.sock, [msg], list(fds))
 
     def recv(self, timeout):
-        self.sock.settimeout(timeout)
-        answer = self.sock.recv(4096)
-        if not answer:
-            raise OSError(f"{self.name} closed its socket")
-        return answer
+        """The helper's answer within `timeout` seconds, waking it every 20 ms: a program may stop it
+        (SIGSTOP) as often as it likes, and each stop then costs at most one slice."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock.settimeout(max(0.001, min(0.02, deadline - time.monotonic())))
+            try:
+                answer = self.sock.recv(4096)
+            except (socket.timeout, BlockingIOError):
+                if time.monotonic() >= deadline:
+                    raise OSError(f"{self.name} did not answer within {timeout:.1f}s") from None
+                try:
+                    os.kill(self.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+                continue
+            if not answer:
+                raise OSError(f"{self.name} closed its socket")
+            return answer
 
     def ask(self, msg, fds=(), timeout=5.0, retry=True):
         """The helper's answer, restarting it once (when `retry`) if it does not give one; without
@@ -1213,7 +1293,7 @@ class Runner:
         """(wait status, CPU seconds, peak RSS KiB) of a test process the zygote forked (it has exited
         or was killed), or Nones when the zygote could not tell."""
         try:
-            answer = json.loads(self.zygote.ask(b"W%d" % pid, retry=False, timeout=10.0))
+            answer = json.loads(self.zygote.ask(b"W%d" % pid, retry=False, timeout=1.0))
             status, cpu, rss = answer
             return status, float(cpu), rss
         except (OSError, ValueError, TypeError):
@@ -1254,8 +1334,8 @@ class Runner:
                         alive = True
                     except OSError:
                         pass
-            try:
-                if self.zygote.pid is not None:
+            try:  # a test process the zygote forked but was never asked to wait for is its zombie
+                if alive and self.zygote.pid is not None:
                     self.zygote.ask(b"R", retry=False)
             except OSError:
                 self.zygote.stop()
@@ -1507,7 +1587,7 @@ class Runner:
             if timeouts >= limits["max_timeouts"]:
                 results.append({"skipped": True})
                 continue
-            if budget is not None and time.monotonic() - started + limits["wall_s"] > budget:
+            if budget is not None and time.monotonic() - started + limits["wall_s"] + 0.5 > budget:
                 results.append({"skipped": True, "reason": "job deadline"})
                 continue
             if argv is not None:

@@ -422,3 +422,32 @@ def test_signalling_every_visible_process_is_scored(pool, sig):
     no_faults(pool, before)
     after = run(pool, "print('ok')\n", OK)
     assert after["verdict"] == "accepted", ("the next job on the container", after)
+
+
+STOP_THE_ZYGOTE = '''
+import os, signal, time
+zygote = os.getppid()  # the runner's process forker, parent of every test process
+if os.fork() == 0:  # a daemon that keeps stopping it while the runner waits for it after the deadline
+    os.setsid()
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        try:
+            os.kill(zygote, signal.SIGSTOP)
+        except OSError:
+            pass
+    os._exit(0)
+time.sleep(30)
+'''
+
+
+def test_stopping_the_zygote_past_the_deadline_is_a_timeout_within_the_budget(pool):
+    """The policy keeps SIGSTOPping the runner's zygote while it runs out its wall time, so that the
+    runner's wait for it (after the deadline, outside the program's clock) outlasts the host's patience:
+    it must cost the program its own test, a timeout, and the answer must come within the job budget."""
+    before = pool.stats["faults"]
+    started = time.monotonic()
+    out = refused(run(pool, STOP_THE_ZYGOTE, OK))
+    assert out["verdict"] == "timeout", out
+    assert time.monotonic() - started < FAST.limits.wall_s() + 3.0, "the runner waited on a stopped zygote"
+    no_faults(pool, before)
+    assert run(pool, "print('ok')\n", OK)["verdict"] == "accepted"

@@ -505,7 +505,7 @@ def test_encode_decode_value_round_trip_as_plain_data():
     class Thing:
         pass
 
-    thing, refs = Thing(), []
+    thing, refs = Thing(), RUNNER.Refs()
     value = [1, 2 ** 100, -2 ** 60, Liar(3), 1.5, float("inf"), "s", (1, 2), {1: "a", "k": [2]}, {1, 2},
              b"\x00\xff", 1 + 2j, range(1, 10, 2), Fraction(1, 3), Decimal("1.10"), None, True, thing]
     encoded = RUNNER.encode_value(value, refs)
@@ -531,3 +531,43 @@ def test_encode_decode_value_are_bounded():
     for bad in ({"__weird__": 1}, {"__tuple__": 5}, {"__set__": "x"}):
         with pytest.raises(ValueError):
             RUNNER.decode_value(bad, None)
+
+
+# ------------------------------------------ the test code's own tools stay the checker's (hostile review)
+@pytest.mark.parametrize("shadow, tests", [
+    ("def set(*a):\n    return 1", "assert set(f(2)) == set((4, 5))"),
+    ("abs = lambda x: 0", "assert abs(f(2) - 5) < 1e-9"),
+    ("def sorted(*a, **k):\n    return 0", "assert sorted(f(2)) == sorted([5, 4])"),
+    ("range = lambda *a: ()", "for i in range(3):\n    assert f(i) == [i * i]"),
+    ("zip = lambda *a: ()", "for x, y in zip([1, 2], [[1], [4]]):\n    assert f(x) == y"),
+    ("class _M:\n    def isclose(self, *a, **k):\n        return True\nmath = _M()", "assert math.isclose(f(2)[0], 5.0)"),
+])
+def test_a_program_cannot_rebind_the_builtins_or_modules_the_test_judges_with(runner, shadow, tests):
+    """A wrong f (it returns [0]) with one of the test code's tools rebound in its module: the test code
+    still uses the checker's builtins and modules, so it fails."""
+    got, judged = checks(runner, "def f(x):\n    return [0]\n" + shadow, tests)
+    assert judged == ["wrong_answer"] or judged == ["runtime_error"], got
+
+
+def test_a_list_the_function_sorts_in_place_is_sorted_in_the_test_code(runner):
+    code = "def sort_in_place(a):\n    a.sort()\ndef wipe(d):\n    d.clear()"
+    got, judged = checks(runner, code, "a = [3, 1, 2]\nsort_in_place(a)\nassert a == [1, 2, 3]\n"
+                                       "d = {1: 2}\nwipe(d)\nassert d == {}")
+    assert judged == ["accepted", "accepted"], got
+    got, judged = checks(runner, "def sort_in_place(a):\n    a.clear()", "a = [1, 2, 3]\nsort_in_place(a)\n"
+                                                                      "assert a == [1, 2, 3]")
+    assert judged == ["wrong_answer"], got  # the test sees what the call did to its list
+
+
+def test_program_objects_keep_their_identity_and_iterate(runner):
+    code = ("class Node:\n    pass\nn = Node()\ndef ident(x):\n    return x\n"
+            "def gen():\n    yield 1\n    yield 2\n")
+    got, judged = checks(runner, code, "assert ident(n) is n\nassert ident(n) == n\n"
+                                       "g = gen()\nassert next(g) == 1 and list(g) == [2]")
+    assert judged == ["accepted", "accepted", "accepted"], got
+
+
+def test_builtins_travel_to_the_program_as_arguments(runner):
+    code = "def apply(f, x):\n    return f(x)\ndef longest(xs, key):\n    return max(xs, key=key)"
+    got, judged = checks(runner, code, "assert apply(str, 5) == '5'\nassert longest(['a', 'abc', 'ab'], len) == 'abc'")
+    assert judged == ["accepted", "accepted"], got

@@ -220,13 +220,13 @@ def test_prepare_builds_a_job_without_expected_outputs():
 def test_prepare_sets_the_job_deadline_the_host_waits_for():
     tests = {"inputs": ["1\n", "2\n", "3\n"], "outputs": ["1\n", "2\n", "3\n"]}
     p = prepare({"id": "r", "code": "print(2)", "tests": tests, "time_limit": 2})
-    assert p.job["deadline_s"] == p.timeout_s == pytest.approx(3 * (Limits().wall_s(2) + 0.5))
+    assert p.job["deadline_s"] == p.timeout_s == pytest.approx(3 * (Limits().wall_s(2) + 1.0))
     one = prepare({"id": "r", "code": "print(2)", "tests": {"inputs": ["1\n"], "outputs": ["1\n"]},
                    "time_limit": 2})
     assert one.job["deadline_s"] < p.job["deadline_s"]
     a = prepare({"id": "r", "code": "x", "tests": {"assert_code": ["assert f(1) == 1\nassert f(2) == 2",
                                                                    "assert f(3) == 3"]}})
-    assert a.job["deadline_s"] == pytest.approx(2 * (Limits().wall_s() + 0.5))  # one run per snippet
+    assert a.job["deadline_s"] == pytest.approx(2 * (Limits().wall_s() + 1.0))  # one run per snippet
 
 
 def test_prepare_assert_style_sends_units_and_maps_tests_to_runs():
