@@ -1,7 +1,8 @@
 """The curation pipeline as pure steps (no Prefect). Each input row ends in exactly one place:
 `problems`, or `dropped` with one reason. Steps, in order:
 
-1. ingest      every source row → canonical Problem, or dropped `malformed` (schema.py rules)
+1. ingest      every source row → canonical Problem, or dropped `malformed` (schema.py rules), or, a
+               math row whose reference answer the grader cannot parse, `invalid_answer` (validate_math.py)
 2. top sources with --top-sources K, rows of the other sources → dropped `excluded_source`
 3. cutoff      with --cutoff-date, rows dated on/after it (undated ones with --undated drop) → `after_cutoff`
                (cutoff.py). Before dedup, so a duplicate's detail always names a row that is kept.
@@ -33,13 +34,15 @@ from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
 from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
 from tasks.curation.source_quality import score_sources, top_sources
 from tasks.curation.sources import RawRow, SourceError, check_value, read_source
+from tasks.curation.validate_math import drop_invalid_answers
 from tasks.progress import ProgressLine, StepProgress
 
 log = logging.getLogger(__name__)
 
 REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated", "after_cutoff")
-ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests")  # from the verify stage (invalid_tests also at
-#   ingest: assert-style tests that cannot be judged outside the program's process)
+ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests", "invalid_answer")  # from the verify stage
+#   (invalid_tests also at ingest: assert-style tests that cannot be judged outside the program's process),
+#   and invalid_answer, counted only where it happens: a math reference the grader cannot parse
 
 
 @dataclass
@@ -222,6 +225,11 @@ def ingest_rows(spec, report: StepProgress | None = None) -> Iterator[tuple[int,
 
 
 def _ingest_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
+    return drop_invalid_answers(_canonical_rows(spec), lambda row, p, detail: _drop(
+        spec.name, row, "invalid_answer", detail, p.problem, p.id))
+
+
+def _canonical_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
     for raw in read_source(spec.path):
         if raw.error:
             yield raw.row, None, _drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw))

@@ -4,8 +4,8 @@
 
 Each grade's outcome is CORRECT, WRONG or INFRA (grade.py states the rule per grader).
 
-- `math` (math_grader.py): math-verify on the text after `</think>` vs `\\boxed{row["answer"]}`;
-  score 1.0 or 0.0.
+- `math` (math_grader.py): math-verify on the text after `</think>` vs `\\boxed{row["answer"]}`, both
+  normalised first (math_answers.py); score 1.0 or 0.0; a deadline of the grader's CPU time.
 - `code` (code_grader.py): the last ```python block after `</think>`, run in the Docker sandbox against
   `row["tests"]`; score = passed/total (soft), CORRECT = all passed, a timeout is WRONG.
 Batching lets the code grader send a whole batch to the sandbox pool at once.

@@ -1,4 +1,4 @@
-"""Infra outcomes (sandbox fault, grader hang) are left out of avg@k, pass@k and pass rates, and counted.
+"""Infra outcomes (sandbox fault, stalled grader) are left out of avg@k, pass@k and pass rates, and counted.
 No model: a fake checkpoint file, a canned generator, a scripted grader."""
 import json
 
@@ -26,9 +26,9 @@ class _Canned:
 
 
 class _Scripted:
-    """"ok" is correct, "hang" is a grader timeout (INFRA), anything else wrong."""
+    """"ok" is correct, "hang" a stalled grading worker (INFRA), anything else wrong."""
     def grade_batch(self, items):
-        return [Grade(Outcome.INFRA, 0.0, "grader_timeout") if r == "hang" else
+        return [Grade(Outcome.INFRA, 0.0, "grader_stalled") if r == "hang" else
                 Grade(Outcome.CORRECT, 1.0) if r == "ok" else Grade(Outcome.WRONG, 0.0) for r, _ in items]
 
     def close(self):
@@ -67,6 +67,20 @@ def test_eval_leaves_an_infra_sample_out_and_reports_it(model, tmp_path):
     assert row["infra"] == 3
     got = Store(store).catalog.query("SELECT infra, infra_problems, avg_at_k FROM evaluations")
     assert got == [(3, 1, 0.75)]
+
+
+def test_an_answer_the_math_grader_cannot_finish_counts_as_wrong(model, tmp_path):
+    """One problem solved, the other answered with a tower math-verify cannot evaluate: 0.5, not 1.0."""
+    from tasks.grading.math_grader import MathGrader
+
+    path = _bench(tmp_path, ["a", "b"])
+    gen = _Canned({"a": ["<think>t</think>\\boxed{1}"], "b": ["<think>t</think>\\boxed{3^{3^{3^{3}}}}"]})
+    grader = MathGrader(timeout=1)
+    try:
+        r = evaluate(model, "b", path, EvalConfig(k=1), generator=gen, graders={"math": grader})
+    finally:
+        grader.close()
+    assert (r.avg_at_k, r.pass_at_k, r.infra) == (pytest.approx(0.5), pytest.approx(0.5), 0)
 
 
 def test_an_old_catalog_gains_the_infra_columns(tmp_path):
