@@ -62,8 +62,18 @@ class TestSuite:
             return [{key: self.inputs[i]} for i in indices], list(range(len(indices)))
         snippets = sorted({self.inputs[i].snippet for i in indices})
         where = {s: n for n, s in enumerate(snippets)}
-        return ([{"units": [list(u) for u in self.programs[s].units]} for s in snippets],
+        return ([_assert_run(self.programs[s]) for s in snippets],
                 [where[self.inputs[i].snippet] for i in indices])
+
+
+def _assert_run(snippet) -> dict:
+    """The runner test for one snippet: its plain calls (the program makes them and reports the values),
+    or its units for the checker."""
+    if snippet.calls is not None:
+        from sandbox.runner import encode_value
+
+        return {"calls": [[c.name, encode_value(list(c.args))] for c in snippet.calls]}
+    return {"units": [list(u) for u in snippet.units]}
 
 
 def _text(value: Any, what: str) -> str:

@@ -147,7 +147,11 @@ def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
     if broken:
         return broken
     if suite.mode == ASSERT:
-        return _judge_check(raw, report, suite.inputs[index])
+        test = suite.inputs[index]
+        calls = suite.programs[test.snippet].calls
+        if calls is not None:
+            return _judge_call(raw, report, test, calls[test.unit])
+        return _judge_check(raw, report, test)
     crashed = _crash_verdict(raw, report)
     if crashed:
         return crashed
@@ -160,6 +164,24 @@ def _judge_test(raw, suite, index, cpu_limit, float_tolerance, unwrap):
     if values_equal(got, suite.outputs[index], float_tolerance, unwrap):
         return ACCEPTED, ""
     return WRONG_ANSWER, f"expected {suite.outputs[index]!r:.100}, got {got!r:.100}"
+
+
+def _judge_call(raw: dict, report: dict, test: AssertTest, call) -> tuple[str, str]:
+    """An assert-style test that is a plain call: the value the program reported, compared here."""
+    calls = report.get("calls")
+    entry = calls[test.unit] if isinstance(calls, list) and test.unit < len(calls) else None
+    if not isinstance(entry, dict):
+        crashed = _crash_verdict(raw, report)
+        return crashed or (RUNTIME_ERROR, f"`{test.source}`: not reached (the program exited first)")
+    if "exc" in entry:
+        exc = str(entry["exc"])[:80]
+        if exc == "MemoryError":
+            return MEMORY_LIMIT, f"`{test.source}`: MemoryError"
+        return RUNTIME_ERROR, f"`{test.source}`: {exc}: {str(entry.get('message', ''))[:300]}"
+    got = decode_value(entry.get("value"))
+    if call.holds(got):
+        return ACCEPTED, ""
+    return WRONG_ANSWER, f"`{test.source}` failed: got {got!r:.100}"
 
 
 def _judge_check(raw: dict, report: dict, test: AssertTest) -> tuple[str, str]:

@@ -3,6 +3,7 @@
 Outside a container the runner is in development mode: a private temp dir instead of /tmp, and it only
 kills its own children's process groups. Isolation itself is tested in test_docker_sandbox.py.
 """
+import dataclasses
 import importlib.util
 import json
 import os
@@ -30,9 +31,12 @@ def _load_runner_module():
 RUNNER = _load_runner_module()
 
 
-def assert_job(runner, code, assert_code, **job):
-    """Run assert-style tests as the host sends them (split into units); (suite, runs, response)."""
+def assert_job(runner, code, assert_code, checker=True, **job):
+    """Run assert-style tests as the host sends them; (suite, runs, response). With `checker`, every
+    snippet goes to the checker, plain calls included (without: plain calls are made by the program)."""
     suite = parse_tests({"assert_code": assert_code})
+    if checker:
+        suite = dataclasses.replace(suite, programs=tuple(dataclasses.replace(p, calls=None) for p in suite.programs))
     indices = list(range(len(suite)))
     tests, runs = suite.plan(indices)
     return suite, runs, runner(mode="assert", code=code, tests=tests, **job)
@@ -571,3 +575,25 @@ def test_builtins_travel_to_the_program_as_arguments(runner):
     code = "def apply(f, x):\n    return f(x)\ndef longest(xs, key):\n    return max(xs, key=key)"
     got, judged = checks(runner, code, "assert apply(str, 5) == '5'\nassert longest(['a', 'abc', 'ab'], len) == 'abc'")
     assert judged == ["accepted", "accepted"], got
+
+
+# ---------------------------------------------- plain calls: the program makes them, the host compares
+def test_plain_call_asserts_need_no_checker_and_judge_the_same(runner):
+    code = "def f(x):\n    if x == 3:\n        raise ValueError('three')\n    return [x] if x else (0,)"
+    tests = "assert f(1) == [1]\nassert f(2) == [3]\nassert f(3) == [3]\nassert not f(4)\nassert [0] == f(0)"
+    suite, runs, r = assert_job(runner, code, tests, checker=False)
+    assert "checks" not in r["results"][0] and len(r["results"][0]["report"]["calls"]) == 5
+    plain = verdicts(suite, runs, r)
+    assert plain == ["accepted", "wrong_answer", "runtime_error", "wrong_answer", "wrong_answer"]
+    suite, runs, r = assert_job(runner, code, tests, checker=True)  # the checker: same verdicts
+    assert verdicts(suite, runs, r) == plain
+
+
+def test_plain_calls_never_see_the_expected_value_and_lying_values_fail(runner):
+    code = ("class L(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\n"
+            "class A:\n    def __eq__(self, o):\n        return True\n    def __bool__(self):\n        return True\n"
+            "import sys\ndef f():\n    return L(0)\ndef g():\n    return A()\n"
+            "def h():\n    return 'XSECRETX' in open('/proc/self/cmdline').read() + repr(sys.modules)\n")
+    suite, runs, r = assert_job(runner, code, "assert f() == 1\nassert g() == 1\nassert g()\nassert not h()",
+                                checker=False)
+    assert verdicts(suite, runs, r) == ["wrong_answer", "wrong_answer", "wrong_answer", "accepted"]

@@ -151,12 +151,12 @@ def test_common_honest_shapes_stay_judgeable(code):
 
 
 def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
-    s = parse_tests({"assert_code": ["assert f(0) == 'SECRET0'",
-                                     "assert f(1) == 'SECRET1'\nassert f(2) == 'SECRET2'",
-                                     "assert f(3) == 'SECRET3'"]})
+    s = parse_tests({"assert_code": ["assert f(0) == 'SECRET0', 'm'",
+                                     "assert f(1) == 'SECRET1', 'm'\nassert f(2) == 'SECRET2', 'm'",
+                                     "assert f(3) == 'SECRET3', 'm'"]})  # messages: not plain calls
     assert len(s) == 4
     run = [{"units": [list(u) for u in p.units]} for p in s.programs]
-    assert run[1] == {"units": [["test", "assert f(1) == 'SECRET1'"], ["test", "assert f(2) == 'SECRET2'"]]}
+    assert run[1] == {"units": [["test", "assert f(1) == 'SECRET1', 'm'"], ["test", "assert f(2) == 'SECRET2', 'm'"]]}
     tests, runs = s.plan([1, 2, 3])
     assert tests == [run[1], run[2]]
     assert runs == [0, 0, 1]  # tests 1 and 2 share snippet 1's run
@@ -170,8 +170,16 @@ def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
 def test_assert_style_plan_holds_the_test_code_only_as_units():
     # The expected values do go to the runner (the checker runs the test code), but as units of test
     # code only: nothing else of the row travels in a run.
-    s = parse_tests({"assert_code": "assert f(1) == 2"})
-    assert s.plan([0]) == ([{"units": [["test", "assert f(1) == 2"]]}], [0])
+    s = parse_tests({"assert_code": "assert f(1) == 2, 'm'"})
+    assert s.plan([0]) == ([{"units": [["test", "assert f(1) == 2, 'm'"]]}], [0])
+
+
+def test_plain_call_asserts_send_only_the_calls():
+    # `assert F(literals) == literal`: the program gets the calls; the expected values stay on the host
+    s = parse_tests({"assert_code": "def check(candidate):\n    assert candidate(1, (2,)) == 'SECRET'\n"
+                                    "    assert not candidate(0, ())\ncheck(f)"})
+    assert s.plan([0, 1]) == ([{"calls": [["f", [1, {"__tuple__": [2]}]], ["f", [0, {"__tuple__": []}]]]}], [0, 0])
+    assert "SECRET" not in json.dumps(s.plan([0, 1])[0])
 
 
 @pytest.mark.parametrize("tests, n", [

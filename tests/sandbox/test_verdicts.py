@@ -1,5 +1,6 @@
 """Raw runner facts -> verdicts, bad rows, submission summary. No Docker (responses are synthetic)."""
 import base64
+import dataclasses
 import json
 import signal
 
@@ -13,8 +14,14 @@ from sandbox.verdicts import (INVALID_TESTS, SANDBOX_ERROR, SKIPPED, UNSCORED, V
 
 STDIO = parse_tests({"inputs": ["1\n"], "outputs": ["2\n"]})
 CALL = parse_tests({"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]})
-ASSERT = parse_tests({"assert_code": "assert f() == 1"})  # one test: unit 0 of snippet 0
-TWO = parse_tests({"assert_code": "assert f(1) == 1\nx = 2\nassert f(x) == 2"})  # one run, two scored tests
+
+def checker_suite(tests):
+    """An assert-style suite whose snippets all go to the checker (plain calls included)."""
+    suite = parse_tests(tests)
+    return dataclasses.replace(suite, programs=tuple(dataclasses.replace(p, calls=None) for p in suite.programs))
+
+ASSERT = checker_suite({"assert_code": "assert f() == 1"})  # one test: unit 0 of snippet 0
+TWO = checker_suite({"assert_code": "assert f(1) == 1\nx = 2\nassert f(x) == 2"})  # one run, two scored tests
 ASSERTS = "assert f() == 1"  # a valid assert-style row for the bad-row cases
 OK = {"ok": True}
 
@@ -158,7 +165,7 @@ def test_assert_broken_limit_fails_every_test_of_the_run(limit, verdict):
 
 
 def test_assert_checks_of_a_longer_snippet_are_keyed_by_test_index_not_unit_position():
-    suite = parse_tests({"assert_code": "a = 1\nassert f(a) == 1\nb = 2\nc = 3\nassert f(b) == 2\n"
+    suite = checker_suite({"assert_code": "a = 1\nassert f(a) == 1\nb = 2\nc = 3\nassert f(b) == 2\n"
                                         "assert f(c) == 3"})
     assert [t.unit for t in suite.inputs] == [0, 1, 2]
     r = checked(OK, wrong(), OK)
@@ -229,13 +236,14 @@ def test_prepare_sets_the_job_deadline_the_host_waits_for():
     assert a.job["deadline_s"] == pytest.approx(2 * (Limits().wall_s() + 1.0))  # one run per snippet
 
 
+# (assert messages keep these snippets off the plain-call path: they go to the checker)
 def test_prepare_assert_style_sends_units_and_maps_tests_to_runs():
-    tests = {"assert_code": ["assert f(1) == 1", "x = 2\nassert f(x) == 2\nassert f(3) == 3"]}
+    tests = {"assert_code": ["assert f(1) == 1, \'m\'", "x = 2\nassert f(x) == 2\nassert f(3) == 3, 'm'"]}
     p = prepare({"id": "r", "code": "def f(x): return x", "tests": tests})
     assert p.job["mode"] == "assert" and p.indices == [0, 1, 2] and p.runs == [0, 1, 1]
-    assert p.job["tests"] == [{"units": [["test", "assert f(1) == 1"]]},
+    assert p.job["tests"] == [{"units": [["test", "assert f(1) == 1, \'m\'"]]},
                               {"units": [["setup", "x = 2"], ["test", "assert f(x) == 2"],
-                                         ["test", "assert f(3) == 3"]]}]
+                                         ["test", "assert f(3) == 3, \'m\'"]]}]
     assert p.job["code"] == "def f(x): return x" and p.job["fn_name"] is None
 
 
@@ -305,18 +313,18 @@ def test_judge_soft_reward_and_first_failure():
 
 
 def test_judge_assert_style_scores_each_test_from_its_run():
-    tests = {"assert_code": ["assert f(1) == 1", "assert f(2) == 2\nassert f(3) == 3"]}
+    tests = {"assert_code": ["assert f(1) == 1, \'m\'", "assert f(2) == 2, 'm'\nassert f(3) == 3, 'm'"]}
     p = prepare({"id": "r", "code": "x", "tests": tests})
     resp = {"ok": True, "clean": True, "results": [checked(OK), checked(OK, wrong())]}
     out = judge(p, resp)
     assert (out["verdict"], out["passed"], out["total"]) == ("wrong_answer", 2, 3)
     assert out["reward"] == pytest.approx(2 / 3)
     assert [t["verdict"] for t in out["details"]["tests"]] == ["accepted", "accepted", "wrong_answer"]
-    assert "assert f(3) == 3" in out["details"]["message"]
+    assert "assert f(3) == 3, \'m\'" in out["details"]["message"]
 
 
 def test_judge_assert_style_limit_of_one_run_fails_only_that_runs_tests():
-    tests = {"assert_code": ["assert f(1) == 1", "assert f(2) == 2\nassert f(3) == 3"]}
+    tests = {"assert_code": ["assert f(1) == 1, \'m\'", "assert f(2) == 2, 'm'\nassert f(3) == 3, 'm'"]}
     p = prepare({"id": "r", "code": "x", "tests": tests})
     resp = {"ok": True, "clean": True, "results": [
         checked(OK), checked(OK, OK, exit=None, signal=signal.SIGKILL, timed_out=True)]}
@@ -326,7 +334,7 @@ def test_judge_assert_style_limit_of_one_run_fails_only_that_runs_tests():
 
 
 def test_judge_assert_style_all_passed_is_accepted_with_no_output():
-    p = prepare({"id": "r", "code": "x", "tests": {"assert_code": "assert f(1) == 1\nassert f(2) == 2"}})
+    p = prepare({"id": "r", "code": "x", "tests": {"assert_code": "assert f(1) == 1, 'm'\nassert f(2) == 2, 'm'"}})
     out = judge(p, {"ok": True, "clean": True, "results": [checked(OK, OK, report={"value": 5})]},
                 JudgeConfig(output_chars=100))
     assert (out["verdict"], out["passed"], out["reward"]) == ("accepted", 2, 1.0)
