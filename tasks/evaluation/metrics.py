@@ -1,5 +1,6 @@
 """Evaluation metrics over k samples per problem; each sample is True (correct), False (wrong) or None
-(an infra outcome: sandbox fault, grader hang, ungradable row — it says nothing about the model).
+(an infra outcome: sandbox fault, stalled grader, unusable reference or tests — it says nothing about
+the model; an answer the grader runs out of time on is wrong, and counts).
 
 - avg@k  = mean over problems of (c / n): the mean per-sample correctness, an estimate of pass@1
   (the paper reports AIME at avg@64 and LiveCodeBench at avg@8).
