@@ -50,7 +50,7 @@ def _compose(env: dict, *args: str, timeout: float = 300) -> subprocess.Complete
 def test_compose_stack_runs_pipeline_demo(tmp_path):
     if os.environ.get("KLEAR_TEST_COMPOSE") != "1":
         pytest.skip("opt-in (KLEAR_TEST_COMPOSE=1): 9–13 min under load with the images built, "
-                    "≈ 30 min when it has to build them; see README, Compose stack")
+                    "≈ 30 min when it has to build them; see docs/compose.md")
     if shutil.which("docker-compose") is None and os.geteuid() != 0:
         pytest.skip("docker-compose is not installed (Debian: apt-get install docker-compose)")
     port = _free_port()

@@ -1,5 +1,5 @@
 """math-verify's own test cases through our reward path (bench/math_verify_agreement.py): every case where
-we differ from their expected value is one we examined (README, "Math rewards"); none is unexplained."""
+we differ from their expected value is one we examined (docs/training.md, "Math rewards"); none is unexplained."""
 import pytest
 
 from tests.benches import load_bench

@@ -8,6 +8,7 @@ import os
 import socket
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -260,7 +261,8 @@ def test_root_filesystem_is_read_only(pool):
 def test_host_files_are_not_visible(pool, tmp_path):
     sentinel = tmp_path / "host-only.txt"
     sentinel.write_text(SECRET)
-    paths = [str(sentinel), "/work/main/pyproject.toml", "/root/.cache/klear", "/var/lib/docker",
+    checkout = str(Path(__file__).resolve().parents[2] / "pyproject.toml")  # this checkout, wherever it is
+    paths = [str(sentinel), checkout, os.path.expanduser("~/.cache/klear"), "/var/lib/docker",
              "/usr/bin/dockerd", "/etc/docker", os.path.expanduser("~/.bash_history")]
     code = f"""
     import os
