@@ -71,7 +71,7 @@ def auto_batch_size(packs_per_epoch: list[int], max_steps: int | None = None) ->
     examples batch 16 → 248 steps, 0.159; 8 → 496, 0.275; 4 → 991, 0.247; auto 3 → 1,319, 0.338; 2 →
     1,979, 0.213; on 3,000, batch 16 → 416 steps, 0.434; auto 6 → 1,101, 0.656. The gain comes from the
     first ~500 steps; past that the figures wander without a trend, and ~1,000 sits inside that plateau
-    (README "SFT on small data"). Data that gives AUTO_MIN_STEPS at batch 16 trains at 16, as before; the
+    (docs/training.md, "SFT on small data"). Data that gives AUTO_MIN_STEPS at batch 16 trains at 16, as before; the
     tokens of an epoch are the same either way."""
     def steps(b: int) -> int:
         return sum(math.ceil(n / b) for n in packs_per_epoch)
