@@ -1,6 +1,6 @@
 """Run SFT or RL in this process (nproc 1) or as a torchrun subprocess over N local processes (GPUs, or
 CPU ranks with gloo), so one command scales from a laptop to a multi-GPU node. Multi-node: run the same
-`torchrun --nnodes … -m tasks.training.sft_main …` (or `rl_main`) on each node (docs/deployments.md)."""
+`torchrun --nnodes … -m tasks.training.sft_main …` (or `rl_main`) on each node (docs/training.md)."""
 from __future__ import annotations
 
 import json
