@@ -765,9 +765,7 @@ class Remote:
 
     def __iter__(self):
         it = self._conn.request("iter", self._id)
-        if not isinstance(it, Remote):
-            return iter(it)
-        return _RemoteIterator(it)
+        return it if isinstance(it, Remote) else iter(it)  # a Remote iterator has its own __next__
 
     def __next__(self):
         return self._conn.request("next", self._id)
@@ -789,17 +787,6 @@ class Remote:
 
     def __repr__(self):
         return f"<{self._type} object of the program>"
-
-
-class _RemoteIterator:
-    def __init__(self, remote):
-        self.remote = remote
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self.remote._conn.request("next", self.remote._id)
 
 
 class _Conn:
@@ -1293,11 +1280,6 @@ class Runner:
             atexit.register(shutil.rmtree, base, True)
             self.scratch_roots = (base,)
             self.work_dir, self.build_dir = os.path.join(base, "run"), os.path.join(base, "build")
-        for name in PRELOAD:  # the checker, forked from here, runs the header on them
-            try:
-                __import__(name)
-            except ImportError:
-                pass
         self.zygote = Helper(start_zygote, "zygote").ensure()
         self.checker = Helper(start_checker, "checker")
         self.groups = []  # development mode: process groups of this test's processes
