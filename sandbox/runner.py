@@ -1051,9 +1051,12 @@ PRELOAD = LCB_MODULES + ("typing",)  # what the header imports, and nothing else
 
 def zygote_main(sock_fd):
     """Fork test processes on request, holding nothing but its own code, and the pids, wait statuses
-    and resource usage of the processes it forked. Requests (one datagram each): b"S" + fds
-    (fork one; the child reads its setup from the first fd; answers the pid), b"W" + pid (wait for
-    that child: answers its status and rusage), b"R" (reap any child), b"P" (ping)."""
+    and resource usage of the processes it forked. Requests (one datagram each): b"S" + fds (start a
+    test process: the spare if there is one, else a fresh fork; it reads its setup from the first fd;
+    answers the pid), b"F" (fork a spare now: a child that waits for the fds of the next b"S", so that
+    fork is paid between tests, not in one; answers its pid), b"W" + pid (wait for that child: answers
+    its status and rusage), b"R" (reap any child), b"P" (ping). PID 1 asks for a spare only after a
+    test's cleanup, so no program ever runs beside one."""
     os.umask(0o077)
     for name in PRELOAD:
         try:
@@ -1070,7 +1073,30 @@ def zygote_main(sock_fd):
     import gc
     gc.collect()
     gc.freeze()  # a child's garbage collections never walk (and so never copy) the zygote's objects
+    try:  # hand back what compiling and importing freed: fewer pages to map into (and tear down from) each child
+        _libc().malloc_trim(0)
+    except Exception:
+        pass
     sock = socket.socket(fileno=sock_fd)
+    spare = None  # (pid, socket): a child forked ahead, waiting for the fds of its test
+
+    def fork_spare():
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                mine.close()
+                got, fds, _, _ = socket.recv_fds(theirs, 16, 16)
+                if got == b"G":
+                    theirs.send(b"g")
+                    theirs.close()
+                    _test_process(fds)
+            finally:
+                os._exit(SETUP_FAILED)
+        theirs.close()
+        return pid, mine
+
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 64, 16)
@@ -1080,15 +1106,32 @@ def zygote_main(sock_fd):
             os._exit(0)
         op = msg[:1]
         if op == b"S":
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    _test_process(fds)
-                finally:
-                    os._exit(SETUP_FAILED)
+            pid = None
+            if spare is not None:
+                pid, spare_sock = spare
+                spare = None
+                try:  # it answers once it holds the fds; one that died (the OOM killer's pick, say)
+                    spare_sock.settimeout(1.0)  # is reaped by a later W or R, and a fresh fork runs the test
+                    socket.send_fds(spare_sock, [b"G"], fds)
+                    if spare_sock.recv(1) != b"g":
+                        pid = None
+                except OSError:
+                    pid = None
+                spare_sock.close()
+            if pid is None:
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        _test_process(fds)
+                    finally:
+                        os._exit(SETUP_FAILED)
             for fd in fds:
                 os.close(fd)
             answer = b"%d" % pid
+        elif op == b"F":
+            if spare is None:
+                spare = fork_spare()
+            answer = b"%d" % spare[0]
         elif op == b"W":
             try:
                 _, status, ru = os.wait4(int(msg[1:]), 0)
@@ -1283,6 +1326,29 @@ class Runner:
         self.zygote = Helper(start_zygote, "zygote").ensure()
         self.checker = Helper(start_checker, "checker")
         self.groups = []  # development mode: process groups of this test's processes
+        self.spare = None  # (zygote pid, spare pid) once the zygote has said it forked one
+        self.spare_asked = False  # an b"F" whose answer is not read yet
+
+    def ask_spare(self):
+        """Have the zygote fork the next test process now, between tests (after a cleanup: no program
+        runs beside it); its answer is read by the next request."""
+        if self.spare is None and not self.spare_asked and self.zygote.pid is not None:
+            try:
+                self.zygote.send(b"F", start=False)
+                self.spare_asked = True
+            except OSError:
+                self.zygote.stop()
+
+    def settle_spare(self):
+        """Read the answer to an b"F" still in flight (the pid sweep must spare)."""
+        if self.spare_asked:
+            self.spare_asked = False
+            try:
+                self.spare = (self.zygote.pid, int(self.zygote.recv(1.0)))
+            except (OSError, ValueError):
+                self.zygote.stop()
+        if self.spare is not None and self.spare[0] != self.zygote.pid:
+            self.spare = None  # that zygote is gone, and with it its spare's channel: the spare exits
 
     # ---------------------------------------------------------------------------- processes
     def spawn(self, setup, io_fds):
@@ -1290,6 +1356,8 @@ class Runner:
         setup_fd = os.memfd_create("setup", 0)
         _write_all(setup_fd, json.dumps(setup).encode("utf-8", "surrogateescape"))
         ready_r, ready_w = os.pipe()
+        self.settle_spare()
+        self.spare = None  # taken by this b"S" (or gone with a zygote that does not answer)
         try:
             pid = int(self.zygote.ask(b"S", [setup_fd, ready_w] + list(io_fds)))
         except (OSError, ValueError):
@@ -1305,6 +1373,7 @@ class Runner:
     def wait_test(self, pid):
         """(wait status, CPU seconds, peak RSS KiB) of a test process the zygote forked (it has exited
         or was killed), or Nones when the zygote could not tell."""
+        self.settle_spare()
         try:
             answer = json.loads(self.zygote.ask(b"W%d" % pid, retry=False, timeout=1.0))
             status, cpu, rss = answer
@@ -1318,7 +1387,8 @@ class Runner:
             return None, None, None
 
     def _others(self):
-        keep = {1, os.getpid(), self.zygote.pid, self.checker.pid}
+        self.settle_spare()
+        keep = {1, os.getpid(), self.zygote.pid, self.checker.pid, self.spare and self.spare[1]}
         pids = []
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) not in keep:
@@ -1330,6 +1400,7 @@ class Runner:
         are left. Repeated until a scan of /proc finds none (a process forked while one pass kills is
         killed by the next; a fork bomb is bounded by RLIMIT_NPROC and the pids cgroup)."""
         deadline = time.monotonic() + 2.0
+        self.settle_spare()
         while True:
             if self.sandboxed:
                 others = self._others()
@@ -1507,6 +1578,7 @@ class Runner:
             if not checker_done:
                 self.checker.stop()
         clean = self.cleanup()  # every process, IPC object and file is gone before anything is parsed
+        self.ask_spare()
         tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         orphans_cpu = ((tree_after.ru_utime + tree_after.ru_stime) - (tree_before.ru_utime + tree_before.ru_stime)
                        - (HELPERS_REAPED[0] - helpers_before))

@@ -597,3 +597,25 @@ def test_plain_calls_never_see_the_expected_value_and_lying_values_fail(runner):
     suite, runs, r = assert_job(runner, code, "assert f() == 1\nassert g() == 1\nassert g()\nassert not h()",
                                 checker=False)
     assert verdicts(suite, runs, r) == ["wrong_answer", "wrong_answer", "wrong_answer", "accepted"]
+
+
+def test_each_test_runs_in_the_spare_forked_after_the_last_cleanup_and_a_killed_spare_is_replaced():
+    """The zygote forks the next test process between tests; that spare is what runs the next test,
+    and one that died in between (killed, say) is replaced by a fresh fork: the test still runs."""
+    runner = RUNNER.Runner(sandboxed=False)
+    job = {"mode": "call", "code": "import os\ndef f(x):\n    return os.getpid()", "fn_name": "f",
+           "tests": [{"args": [1]}]}
+    try:
+        runner.run_job(job)
+        runner.settle_spare()
+        assert runner.spare is not None and runner.spare[0] == runner.zygote.pid
+        spare_pid = runner.spare[1]
+        assert runner.run_job(job)["results"][0]["report"] == {"value": spare_pid}
+        runner.settle_spare()
+        killed = runner.spare[1]
+        os.kill(killed, 9)
+        value = runner.run_job(job)["results"][0]["report"]["value"]
+        assert isinstance(value, int) and value != killed
+    finally:
+        runner.zygote.stop()
+        runner.checker.stop()
