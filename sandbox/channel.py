@@ -15,7 +15,12 @@ log = logging.getLogger(__name__)
 
 
 class ChannelError(Exception):
-    """The runner did not answer properly: EOF, timeout or garbage. Always an infrastructure fault."""
+    """The runner did not answer properly: EOF, timeout or garbage (`timed_out` says which of these it
+    was). The pool retries it on a fresh container; only a fault that repeats is the program's."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class Channel:
@@ -45,7 +50,7 @@ class Channel:
             self._scanned = len(self._out)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ChannelError(f"{self.name}: no answer within {timeout:.1f}s")
+                raise ChannelError(f"{self.name}: no answer within {timeout:.1f}s", timed_out=True)
             try:
                 self.sock.settimeout(left)
                 chunk = self.sock.recv(1 << 20)

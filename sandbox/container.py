@@ -21,7 +21,13 @@ REMOVE_TIMEOUT_S = 30.0  # how long close() waits for a container to be gone: â‰
 
 
 class SandboxFault(Exception):
-    """An infrastructure fault (engine, container, runner): retried, never scored against a program."""
+    """A fault of the engine, a container or the runner: retried on a fresh container. `kind` says what
+    was seen: "start" (no container), "no_answer", "oom" (the container was OOM-killed), "broken" (the
+    runner closed its stream, answered garbage or reported an error), "setup" (a test's setup failed)."""
+
+    def __init__(self, message: str, kind: str = "start"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def process_start_ticks(pid: int) -> str | None:
@@ -122,11 +128,19 @@ class Container:
             self.channel.send(job)
             resp = self.channel.recv(timeout)
         except ChannelError as exc:
-            raise SandboxFault(str(exc)) from exc
+            kind = "no_answer" if exc.timed_out else "oom" if self.oom_killed() else "broken"
+            raise SandboxFault(str(exc), kind) from exc
         self.jobs += 1
         if not resp.get("ok"):
-            raise SandboxFault(f"{self.name}: runner error: {resp.get('error')}")
+            raise SandboxFault(f"{self.name}: runner error: {resp.get('error')}", "broken")
         return resp
+
+    def oom_killed(self) -> bool:
+        """Whether the engine says the kernel's OOM killer ended this container (False when unsure)."""
+        try:
+            return bool(self.client.api.inspect_container(self.id)["State"].get("OOMKilled"))
+        except Exception:
+            return False
 
     def close(self, timeout: float = REMOVE_TIMEOUT_S) -> None:
         """Remove the container and return once the engine no longer lists it (within `timeout`).

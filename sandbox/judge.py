@@ -10,15 +10,19 @@ a sandbox_error, with the reason in details (the row cannot be judged, so it is 
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from sandbox.config import JudgeConfig
+from sandbox.pool import ProgramFault, SandboxUnavailable
 from sandbox.submission import Submission
 from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_tests, sample_indices
 from sandbox.verdicts import (COMPILE_ERROR, INVALID_TESTS, SANDBOX_ERROR, SKIPPED, judge_test, result_row, summarize,
                               program_output)
+
+log = logging.getLogger(__name__)
 
 LANGUAGES = {"python": "python", "python3": "python", "py": "python", "py3": "python",
              "cpp": "cpp", "c++": "cpp", "cpp17": "cpp", "cpp14": "cpp", "cpp20": "cpp", "cxx": "cpp"}
@@ -131,8 +135,6 @@ def judge(prepared: Prepared, response: dict, config: JudgeConfig = JudgeConfig(
 
 def verify_submission(row: Submission | dict, pool, config: JudgeConfig = JudgeConfig()) -> dict:
     """Judge one row on a SandboxPool. Never raises for the row's content or a sandbox fault."""
-    from sandbox.pool import SandboxUnavailable
-
     prepared = prepare(row, config)
     if isinstance(prepared, dict):
         return prepared
@@ -141,4 +143,18 @@ def verify_submission(row: Submission | dict, pool, config: JudgeConfig = JudgeC
     except SandboxUnavailable as exc:
         return result_row(prepared.row_id, SANDBOX_ERROR, 0, len(prepared.indices),
                           {"reason": f"sandbox unavailable: {exc}"})
+    except ProgramFault as exc:  # it brought down every fresh container it ran in: scored against it
+        return result_row(prepared.row_id, exc.verdict, 0, len(prepared.indices),
+                          {"reason": str(exc), "attempts": len(exc.faults)})
     return judge(prepared, response, config)
+
+
+def verify_safely(row: Submission | dict, pool, config: JudgeConfig = JudgeConfig()) -> dict:
+    """verify_submission, except that a bug in the judge costs this row (sandbox_error naming the
+    exception), not the batch it came in."""
+    try:
+        return verify_submission(row, pool, config)
+    except Exception as exc:
+        row_id = row.get("id") if isinstance(row, dict) else getattr(row, "id", None)
+        log.exception("verifying row %r", row_id)
+        return result_row(row_id, SANDBOX_ERROR, 0, 0, {"reason": f"internal error: {type(exc).__name__}: {exc}"})

@@ -6,8 +6,10 @@
 A container goes back to the pool after a clean job and is replaced (in the background) after
 `recycle_after` jobs or any fault: a runner that did not answer, answered garbage, or could not clean
 up. A fault is retried on another container, after waiting for the engine if it stopped answering (a
-restarted daemon kills every container; the idle ones are then checked and replaced too). Only when
-`retries` are exhausted does run() raise SandboxUnavailable, which callers report as sandbox_error.
+restarted daemon kills every container; the idle ones are then checked and replaced too). When
+`retries` are exhausted, run() raises ProgramFault if the job itself brought down at least two fresh
+containers while the engine kept answering (a fault that repeats is the program's: callers score it),
+else SandboxUnavailable (callers report sandbox_error).
 """
 from __future__ import annotations
 
@@ -31,12 +33,25 @@ class SandboxUnavailable(Exception):
     """A job could not be run after every retry: report it as sandbox_error, never as a verdict."""
 
 
+class ProgramFault(Exception):
+    """The job faulted in every fresh container that ran it (two or more), with the engine up: the
+    program's doing, so it is scored. `verdict`: memory_limit if a container was OOM-killed, timeout if
+    no runner ever answered, else runtime_error."""
+
+    def __init__(self, faults: list[SandboxFault]):
+        super().__init__(f"the job brought down {len(faults)} fresh containers: {faults[-1]}")
+        self.faults = faults
+        kinds = {f.kind for f in faults}
+        self.verdict = ("memory_limit" if "oom" in kinds else "timeout" if kinds == {"no_answer"}
+                        else "runtime_error")
+
+
 def check_response(resp: dict) -> None:
     """Raise SandboxFault for a response that reports a failure of the sandbox, not of the program."""
     for raw in [resp.get("compile") or {}] + resp.get("results", []):
         if raw.get("setup_failed"):
             why = (raw.get("report") or {}).get("setup_error") or raw.get("stderr") or "no detail"
-            raise SandboxFault(f"test setup failed: {why}")
+            raise SandboxFault(f"test setup failed: {why}", "setup")
 
 
 def _close_all(containers) -> None:
@@ -214,6 +229,7 @@ class SandboxPool:
         if not self._started:
             self.start()
         last: Exception | None = None
+        job_faults: list[SandboxFault] = []  # faults after the job was sent, each in a fresh container
         for attempt in range(1, self.config.retries + 2):
             try:
                 c = self._acquire(self.config.startup_s + self.config.engine_wait_s)
@@ -227,6 +243,7 @@ class SandboxPool:
                 check_response(resp)
             except SandboxFault as exc:
                 last = exc
+                job_faults.append(exc)
                 self.stats["faults"] += 1
                 log.warning("sandbox fault (attempt %d): %s", attempt, exc)
                 self._discard(c)
@@ -236,4 +253,6 @@ class SandboxPool:
             self._release(c, healthy=bool(resp.get("clean")))
             resp["attempts"] = attempt
             return resp
+        if len(job_faults) >= 2 and wait_for_engine(self.client, self.config.engine_wait_s):
+            raise ProgramFault(job_faults)
         raise SandboxUnavailable(f"{last} (after {self.config.retries + 1} attempts)")

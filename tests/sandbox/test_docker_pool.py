@@ -122,3 +122,61 @@ def test_killed_client_leaves_no_container(client):
     while [x for x in labelled(client) if owner in x.labels[OWNER_LABEL]] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [x for x in labelled(client) if owner in x.labels[OWNER_LABEL]] == []
+
+
+SLOW_JOB = {"op": "run", "mode": "stdio", "code": "import time\ntime.sleep(3)", "tests": [{"stdin": ""}]}
+
+
+def test_a_job_that_faults_in_every_fresh_container_is_the_programs_and_scored(client):
+    """No runner answers the job in time in any of its fresh containers while the engine answers:
+    a fault that repeats is the program's (ProgramFault, verdict timeout), not sandbox_error."""
+    from sandbox.pool import ProgramFault
+
+    with SandboxPool(PoolConfig(size=1, retries=1), client=client) as pool:
+        with pytest.raises(ProgramFault) as info:
+            pool.run(SLOW_JOB, 0.5)
+        assert info.value.verdict == "timeout" and [f.kind for f in info.value.faults] == ["no_answer"] * 2
+        assert pool.run(JOB, 30)["results"][0]["exit"] == 0  # the pool still serves the next job
+
+
+def test_a_repeated_fault_while_the_engine_is_gone_stays_unscored(client, monkeypatch):
+    from sandbox import SandboxUnavailable
+    from sandbox import pool as pool_module
+
+    with SandboxPool(PoolConfig(size=1, retries=1, engine_wait_s=0.1), client=client) as pool:
+        monkeypatch.setattr(pool_module, "wait_for_engine", lambda *_: False)
+        with pytest.raises(SandboxUnavailable):
+            pool.run(SLOW_JOB, 0.5)
+
+
+def test_program_fault_verdicts_follow_what_was_seen():
+    from sandbox.container import SandboxFault
+    from sandbox.pool import ProgramFault
+
+    def fault(*kinds):
+        return ProgramFault([SandboxFault("x", k) for k in kinds]).verdict
+
+    assert fault("no_answer", "no_answer") == "timeout"
+    assert fault("broken", "oom") == "memory_limit"
+    assert fault("no_answer", "broken") == "runtime_error"
+    assert fault("setup", "setup") == "runtime_error"
+
+
+def test_verify_submission_scores_a_program_fault_and_leaves_an_unavailable_sandbox_unscored():
+    from types import SimpleNamespace
+
+    from sandbox import SandboxUnavailable, verify_submission
+    from sandbox.container import SandboxFault
+    from sandbox.pool import ProgramFault
+
+    row = {"id": "r", "code": "print(1)", "tests": {"inputs": ["", ""], "outputs": ["1", "1"]}}
+
+    def pool_raising(exc):
+        def run(job, timeout):
+            raise exc
+        return SimpleNamespace(run=run, config=PoolConfig())
+
+    scored = verify_submission(row, pool_raising(ProgramFault([SandboxFault("x", "oom")] * 2)))
+    assert (scored["verdict"], scored["reward"], scored["total"]) == ("memory_limit", 0.0, 2)
+    unscored = verify_submission(row, pool_raising(SandboxUnavailable("engine gone")))
+    assert (unscored["verdict"], unscored["reward"]) == ("sandbox_error", None)
