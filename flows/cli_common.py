@@ -1,16 +1,19 @@
-"""Shared CLI plumbing: user errors are one line on stderr and exit 2, never a traceback."""
+"""Shared CLI plumbing: user errors are one line on stderr and exit 2, never a traceback; the Prefect
+environment of a CLI run; the console and options every command shares."""
 from __future__ import annotations
 
 import logging
 import os
 import re
 import sys
-from pathlib import Path
+
+import typer
+from rich.console import Console
 
 try:  # typer >= 0.29 vendors its own click
-    from typer._click import exceptions as click_exceptions
+    from typer._click import exceptions as click_exceptions  # noqa: F401 (flows/cli.py uses it)
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # noqa: F401
 
 
 class UserError(Exception):
@@ -20,6 +23,30 @@ class UserError(Exception):
     def show(self) -> None:
         """One line, whatever the message holds (an exception text from a library may span several)."""
         print("klear: error: " + re.sub(r"\s*[\r\n]+\s*", " ", str(self).strip()), file=sys.stderr)
+
+
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+
+StoreOpt = typer.Option(None, "--store", help="Store directory (default $KLEAR_STORE or ./klear-store)")
+
+
+def checked(build):
+    """Build a config; it checks itself (as it does for a deployment's parameters): its message, one line."""
+    from tasks.config_checks import ConfigError
+
+    try:
+        return build()
+    except ConfigError as e:
+        raise UserError(e.message) from None
+
+
+def starting(what: str, detail: str) -> None:
+    """One line on stderr before a long command goes quiet for Prefect's start-up (progress follows)."""
+    if os.environ.get("KLEAR_PROGRESS", "").strip().lower() == "off":
+        return
+    where = f"Prefect at {os.environ['PREFECT_API_URL']}" if os.environ.get("PREFECT_API_URL") else \
+        "a temporary local Prefect server starts first"
+    print(f"klear {what}: {detail} ({where})", file=sys.stderr, flush=True)
 
 
 def parse_pairs(values: list[str] | None, flag: str, sep: str = "=") -> dict[str, str]:
@@ -125,130 +152,3 @@ def run_flow(flow, *args, user_errors: tuple[type[BaseException], ...] = (ValueE
     finally:
         for h in handlers:
             h.removeFilter(flt)
-
-
-# -- stores and output directories ------------------------------------------------------------------------
-
-def check_store(root: str, flag: str = "--store") -> None:
-    """A local store must be a directory this process can write (created if missing): one line otherwise
-    (a file given as --store, a parent that is a file, a read-only or forbidden place)."""
-    from storage import paths
-    from storage.claims import ClaimError, writable_dir
-
-    if not paths.is_local(root):
-        return
-    try:
-        writable_dir(root.removeprefix("file://"))
-    except ClaimError as e:
-        raise UserError(f"{flag} {e}") from None
-
-
-def claim_out(out: str, flag: str = "--out") -> None:
-    """Claim `out` for this command until it exits (storage/claims.py): a file given as --out, an
-    unwritable place, or a directory another live run holds is one line. The claim is released at exit;
-    a trainer running in this process (or ranks it launches) shares it."""
-    import atexit
-
-    from storage.claims import ClaimError, acquire, release
-
-    try:
-        created = acquire(out)
-    except ClaimError as e:
-        raise UserError(f"{flag} {e}") from None
-    if created:
-        atexit.register(release, out)
-
-
-def prepare_out(out: str, resume: bool, force: bool, flag: str = "--out") -> None:
-    """A trainer's --out before any flow: claimed for this command (`claim_out`); with --resume its newest
-    complete checkpoint must be readable; without, it must not hold another run's checkpoints or metrics
-    unless --force, which clears them (tasks/training/checkpoint.py). One line otherwise."""
-    from tasks.training.checkpoint import CheckpointError, clear_previous_run, previous_run, resume_checkpoint
-
-    if resume and force:
-        raise UserError("--resume and --force contradict each other: --resume continues the run in "
-                        f"{flag} {out}, --force discards it")
-    claim_out(out, flag)
-    if resume:
-        try:
-            resume_checkpoint(Path(out))
-        except CheckpointError as e:
-            raise UserError(f"--resume: {e}") from None
-        return
-    found = previous_run(Path(out), models=True)
-    if found and not force:
-        raise UserError(f"{flag} {out}: holds {found}; pass --resume to continue it or --force to start over")
-    if found:
-        clear_previous_run(Path(out))
-
-
-def check_model(model: str, flag: str = "--model", max_tokens: int | None = None) -> None:
-    """The model directory loads (tasks/models/factory.check_model_dir), and `max_tokens` leaves room for
-    a prompt in its context: one line naming the file or flag otherwise."""
-    from tasks.models.checks import ModelDirError, check_model_dir, context_length
-
-    try:
-        check_model_dir(model)
-    except ModelDirError as e:
-        raise UserError(f"{flag} {e}") from None
-    ctx = context_length(model)
-    if max_tokens is not None and ctx is not None and max_tokens >= ctx:
-        raise UserError(f"--max-tokens {max_tokens}: must be below the model's context of {ctx} tokens "
-                        f"({model}/config.json max_position_embeddings)")
-
-
-def store_root(store: str | None) -> str:
-    """The store a command writes (--store, else $KLEAR_STORE, else ./klear-store), checked by
-    `check_store` and named by where it came from."""
-    from storage.store import resolve_store
-
-    root = resolve_store(store)
-    check_store(root, "--store" if store else "$KLEAR_STORE" if os.environ.get("KLEAR_STORE") else "store (default)")
-    return root
-
-
-def _without_path(message: str, path: str) -> str:
-    """`PATH: why` → `why`, so a message that already names the file does not name it twice."""
-    return message[len(path):].lstrip(": ") if message.startswith(path) else message
-
-
-def check_benchmark(label: str, path: str, model: str | None = None, max_tokens: int | None = None) -> None:
-    """A benchmark file before any flow: a .jsonl/.parquet file (not a directory), every row canonical, and,
-    with `model`, every prompt within its context minus max_tokens (tasks/evaluation/evaluate.py:
-    require_fit). One line `LABEL: why` otherwise."""
-    from tasks.curation.sources import check_source_file
-    from tasks.evaluation.evaluate import check_benchmark_fits, load_benchmark
-    from tasks.models.checks import ModelDirError, check_model_dir
-
-    try:
-        check_source_file(path)
-        load_benchmark(path)
-    except ValueError as e:
-        raise UserError(f"{label}: {_without_path(str(e), path)}") from None
-    if model is None:
-        return
-    try:  # transformers loads the tokenizer here anyway: the model's deep check first costs no more
-        check_model_dir(model, deep=True)
-    except ModelDirError as e:
-        raise UserError(f"--model {e}") from None
-    try:
-        check_benchmark_fits(model, path, max_tokens)
-    except ValueError as e:
-        raise UserError(f"{label}: {_without_path(str(e), path)}") from None
-
-
-def check_training_rows(data: str, stage: str, cfg=None) -> None:
-    """The rows a trainer will use exist, before Prefect starts (the trainer would say the same after it):
-    sft needs a row with a response; rl a rewardable problem of cfg's domains and pass-rate window."""
-    try:
-        if stage == "sft":
-            from tasks.training.sft_data import load_sft_rows
-
-            if not load_sft_rows(data).rows:
-                raise ValueError(f"{data}: no rows with a response to train on")
-        else:
-            from tasks.training.rl_data import load_rl_rows
-
-            load_rl_rows(data, tuple(cfg.domains), cfg.selection)
-    except ValueError as e:
-        raise UserError(f"--data {e}") from None

@@ -6,7 +6,8 @@ the config stays the one place where a setting, its default and its reason are w
     #  → klear rl --eps-high 0.28 --reward-code-mode hard --no-filter-zero-variance --domains math,code ...
 
 Flags follow the field names (`eps_high` → `--eps-high`; a nested config's fields get its name as a prefix:
-`reward.code_mode` → `--reward-code-mode`); a bool is `--x/--no-x`; a tuple of names is comma-separated.
+`reward.code_mode` → `--reward-code-mode`), unless a field names its own in `metadata["flag"]`
+(CurateConfig's `dask_workers` is `--workers`); a bool is `--x/--no-x`; a tuple of names is comma-separated.
 The command receives the values as keyword arguments; `build_config` turns them back into the config,
 whose own checks then refuse a bad value with their one-line message.
 """
@@ -83,7 +84,8 @@ def config_parameters(cls: type, prefix: str = "", skip: tuple[str, ...] = (),
         name = prefix + f.name
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind, listed = _option_type(hints[f.name])
-        flag = "--" + name.replace("_", "-")
+        own = f.metadata.get("flag")  # a field spelled otherwise on the command line (curate's --workers)
+        flag = "--" + (prefix.replace("_", "-") + own.removeprefix("--") if own else name.replace("_", "-"))
         if kind is bool or kind == Optional[bool]:
             flag = f"{flag}/--no-{flag[2:]}"
         if listed:

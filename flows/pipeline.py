@@ -37,7 +37,8 @@ from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
 from tasks.progress import StageLog
-from tasks.training.prefect_tasks import png_data_url, rl_train_task, sft_train_task
+from tasks.reporting import png_data_url
+from tasks.training.prefect_tasks import rl_train_task, sft_train_task
 
 
 @task(name="demo-data", cache_policy=NONE)
@@ -311,7 +312,7 @@ def _difficulty_counts(store: str, version_id: str) -> str:
 
 
 def report_pipeline(summary: dict, results: dict) -> None:
-    from tasks.training.metrics import plot_bars
+    from tasks.reporting import plot_bars
 
     table = [{"stage": s, "checkpoint": r["checkpoint"], "avg_at_k": round(r["avg_at_k"], 4),
               "pass_at_k": round(r["pass_at_k"], 4), "n_problems": r["n_problems"]} for s, r in results.items()]

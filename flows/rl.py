@@ -14,10 +14,10 @@ from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
+from tasks.reporting import plot_arms, png_data_url
 from tasks.training.ablation import TRAINING_FIGURES, arm_config, arms, label, summarize, training_figures
-from tasks.training.metrics import plot_arms
 from tasks.training.metrics import read_metrics
-from tasks.training.prefect_tasks import png_data_url, rl_train_task
+from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
 

@@ -11,7 +11,8 @@ import os
 from prefect import flow
 
 from storage.store import Store
-from tasks.curation.prefect_tasks import publish_dataset_task, report_curation_task, validate_code_task
+from tasks.curation.prefect_tasks import publish_dataset_task, report_curation_task
+from tasks.verification.prefect_tasks import validate_code_task
 from tasks.verification.strength import StrengthConfig
 
 

@@ -50,6 +50,30 @@ class ClaimError(ValueError):
     """An output directory that cannot be used now; the message names it and why."""
 
 
+def could_create_dir(path: str | Path) -> None:
+    """ClaimError unless `path` is a writable directory or one that could be created (its nearest existing
+    ancestor takes a new directory: tried, then removed). Creates nothing: a refused command leaves no trace."""
+    p = Path(path).absolute()
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise ClaimError(f"{path}: directory is not writable")
+        return
+    if p.exists():
+        raise ClaimError(f"{path}: is a file, not a directory")
+    missing = p
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ClaimError(f"{path}: cannot create the directory: a parent is a file")
+            try:  # the only sure test (root passes os.access where /proc still refuses): made and removed
+                os.mkdir(missing)
+                os.rmdir(missing)
+            except OSError as e:
+                raise ClaimError(f"{path}: cannot create the directory ({e.strerror or type(e).__name__})") from None
+            return
+        missing = parent
+
+
 def writable_dir(path: str | Path) -> Path:
     """`path` as an existing, writable directory (created if missing), or ClaimError naming the problem."""
     p = Path(path)

@@ -1,100 +1,176 @@
-"""Typed curation config. Pydantic models double as Prefect flow parameters, so the UI shows a form."""
+"""Typed curation config: the flow's parameters (a UI form) and, field by field, `klear curate`'s flags
+(flows/cli_config_options.py; a field whose flag is not its name says so in `metadata["flag"]`).
+
+It checks itself when made, so the CLI and a deployment's parameters are refused with the same one-line
+message naming the field and its flag: "near_dup_threshold (--near-threshold) must be at most 1.0 (got 2.0)".
+"""
 from __future__ import annotations
 
 import datetime
-from typing import Literal
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
-
-from tasks.curation.cutoff import check_cutoff_date
+from tasks.config_checks import ConfigError, check_choice, check_float, check_int
 from tasks.curation.layouts import LAYOUTS
 
-
-class SourceSpec(BaseModel):
-    name: str = Field(description="Short source name, recorded in every row's `source` column")
-    path: str = Field(description="A .jsonl or .parquet file (local or fsspec URL), or hf:DATASET[:SPLIT]")
-    layout: str = Field("canonical", description=f"Field layout of the rows: one of {sorted(LAYOUTS)}")
-    field_map: dict[str, str] = Field(default_factory=dict,
-                                      description="Extra renames {raw field: canonical field}, applied first")
-    domain: Literal["math", "code"] | None = Field(None, description="Domain for rows that carry none")
-
-    @field_validator("layout")
-    @classmethod
-    def _known_layout(cls, v: str) -> str:
-        if v not in LAYOUTS:
-            raise ValueError(f"unknown layout {v!r} (known: {', '.join(sorted(LAYOUTS))})")
-        return v
+DOMAINS = ("math", "code")
+UNDATED_RULES = ("keep", "drop")  # rows without a date under a cutoff date: kept (and counted), or dropped
+MIN_MEMORY = 64 * 2**20           # below this DuckDB and one part do not fit
 
 
-class CurateConfig(BaseModel):
-    sources: list[SourceSpec] = Field(description="Input sources, in priority order (earlier wins ties)")
-    benchmarks: dict[str, str] = Field(default_factory=dict,
-                                       description="Benchmarks to decontaminate against: {name: path}")
-    near_dup_threshold: float = Field(0.8, gt=0, le=1,
-                                      description="Jaccard similarity above which rows are near duplicates")
-    near_dup_num_perm: int = Field(128, ge=16, description="MinHash permutations (more: tighter estimates)")
-    near_dup_shingle: int = Field(5, ge=1, description="Words per shingle for near-duplicate detection")
-    ngram: int = Field(9, ge=3, description="Contamination n-gram length in words (paper: 9)")
-    test_overlap: float = Field(0.5, gt=0, le=1, description=(
-        "Code rows whose tests share at least this fraction of the smaller non-trivial test-case set with one "
-        "benchmark problem's tests are contaminated (code_overlap.py: half, far beyond chance for distinct "
-        "problems, and a partly regenerated copy is still caught)"))
-    cutoff_date: str | None = Field(None, description=(
-        "Drop rows dated on or after this day (YYYY-MM-DD) as after_cutoff (cutoff.py)"))
-    undated: Literal["keep", "drop"] = Field("keep", description=(
-        "With cutoff_date, rows without a date: keep (most sources carry none; the count is reported) or drop"))
-    top_sources: int | None = Field(None, ge=1, description="Keep only the K best-scoring sources")
-    seed: int = Field(0, description="Seed for MinHash permutations")
-    store: str | None = Field(None, description="Store directory (default $KLEAR_STORE or ./klear-store)")
-    # How to run, not what to compute: the same version either way, so these are not in its content key.
-    memory_limit: str | None = Field(None, description=(
-        "Curate out of core with about this much memory (e.g. 4GB): rows on disk in Parquet parts, grouping "
-        "in DuckDB; same result as in memory (pipeline_out_of_core.py). None: in memory, unless dask is set"))
-    dask: str | None = Field(None, description=(
-        "Run curation's per-part work (signatures, n-gram scans) on Dask: 'local' for a LocalCluster of "
-        "dask_workers processes, or a scheduler address (its workers must reach work_dir). Implies out of core"))
-    dask_workers: int = Field(2, ge=1, description="Workers of the 'local' Dask cluster: one per core")
-    work_dir: str | None = Field(None, description=(
-        "Out of core: where parts and spill files go (default: a temporary directory, removed afterwards)"))
+class FlagError(ConfigError):
+    """A ConfigError naming the flag that sets the field when it is not spelled like the field."""
 
-    @field_validator("work_dir")
-    @classmethod
-    def _plain_dir(cls, v: str | None) -> str | None:
-        from tasks.curation.out_of_core import check_work_dir
+    def __init__(self, field: str, detail: str, flag: str):
+        self._flag = flag
+        super().__init__(field, detail)
 
-        return None if v is None else check_work_dir(v)
+    @property
+    def flag(self) -> str:
+        return self._flag
 
-    @model_validator(mode="after")
-    def _shared_dir_for_a_cluster(self) -> "CurateConfig":
-        if self.dask not in (None, "local") and self.work_dir is None:
-            raise ValueError(f"--dask {self.dask}: give --work-dir, a directory every worker of that cluster "
-                             "reaches (parts are files)")
-        return self
 
-    @field_validator("memory_limit")
-    @classmethod
-    def _size(cls, v: str | None) -> str | None:
-        if v is not None:
+def flag_of(cls: type, name: str) -> str:
+    """The flag of field `name`: its `metadata["flag"]`, else `--` + the name with dashes."""
+    for f in fields(cls):
+        if f.name == name and "flag" in f.metadata:
+            return f.metadata["flag"]
+    return "--" + name.replace("_", "-")
+
+
+class _Checked:
+    """Runs `_check` when made; its ConfigError comes out naming the field's own flag."""
+
+    def __post_init__(self) -> None:
+        try:
+            self._check()
+        except FlagError:
+            raise
+        except ConfigError as e:
+            raise FlagError(e.field, e.detail, flag_of(type(self), e.field)) from None
+
+    def fields_dict(self, exclude=()) -> dict[str, Any]:
+        """The fields as a plain dict, less `exclude` (versioning.py keys dataset versions on it)."""
+        exclude = set(exclude)
+        return {k: v for k, v in asdict(self).items() if k not in exclude}
+
+
+@dataclass
+class SourceSpec(_Checked):
+    name: str                             # short name, recorded in every row's `source` column
+    path: str = field(metadata={"flag": "--source"})  # a .jsonl or .parquet file (local or fsspec URL),
+    #   or hf:DATASET[:SPLIT]
+    layout: str = "canonical"             # field layout of the rows (layouts.py); canonical: already our schema
+    field_map: dict[str, str] = field(default_factory=dict, metadata={"flag": "--map"})  # extra renames
+    #   {raw field: canonical field}, applied before the layout
+    domain: str | None = None             # math or code, for rows that carry none; None: rows must say
+
+    def _check(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise FlagError("name", f"must be a non-empty source name (got {self.name!r})", "--source")
+        check_choice(self, "layout", LAYOUTS)
+        check_choice(self, "domain", DOMAINS, optional=True)
+
+
+@dataclass
+class CurateConfig(_Checked):
+    """`memory_limit`, `dask`, `dask_workers` and `work_dir` say how to run, not what to compute: a version
+    is the same either way, so they are not in its content key (versioning.py EXECUTION_FIELDS)."""
+    sources: list[SourceSpec] = field(metadata={"flag": "--source"})  # input sources in priority order
+    #   (earlier wins ties); dicts are read as SourceSpec. klear curate builds them from --source, --layout,
+    #   --map and --domain
+    benchmarks: dict[str, str] = field(default_factory=dict, metadata={"flag": "--benchmark"})  # NAME →
+    #   PATH of the benchmarks to decontaminate against; none: no decontamination
+    near_dup_threshold: float = field(default=0.8, metadata={"flag": "--near-threshold"})  # Jaccard
+    #   threshold for near duplicates (0.8: a 1-3 word lead-in on a 30-word problem still scores ≥ 0.89)
+    near_dup_num_perm: int = field(default=128, metadata={"flag": "--num-perm"})  # MinHash permutations
+    #   (more: tighter estimates, slower; 128 holds the 14 bands × 9 rows the LSH uses at 0.8)
+    near_dup_shingle: int = field(default=5, metadata={"flag": "--shingle"})  # Words per near-duplicate
+    #   shingle (5: long enough that unrelated problems share almost none)
+    ngram: int = 9                        # Contamination n-gram length in words (paper: 9)
+    test_overlap: float = 0.5             # Code rows whose tests share at least this fraction of a
+    #   benchmark problem's test cases (of the smaller set, trivial cases left out) are contaminated (0.5:
+    #   far beyond chance for distinct problems, and a partly regenerated copy is still caught)
+    cutoff_date: str | None = None        # YYYY-MM-DD: drop rows dated on or after it (after_cutoff);
+    #   None: no cutoff
+    undated: str = "keep"                 # With --cutoff-date, rows without a date: keep (counted in the
+    #   summary) or drop (keep: most sources carry no date at all)
+    top_sources: int | None = None        # Keep only the K best-scoring sources (None: all)
+    seed: int = 0                         # Seed for MinHash permutations
+    store: str | None = None              # Store directory (None: $KLEAR_STORE or ./klear-store)
+    memory_limit: str | None = None       # Curate within about this much memory (e.g. 4GB): rows in
+    #   Parquet parts on disk, grouping in DuckDB; the same dataset version whatever the limit. None: a
+    #   quarter of the available memory, at most 4 GiB (tasks/curation/memory.py)
+    dask: str | None = None               # ADDRESS of a Dask scheduler, or 'local' for a LocalCluster of
+    #   --workers: curation's per-part work (signatures, n-gram scans) runs there, out of core (and with
+    #   --verify-code the sandboxes)
+    dask_workers: int = field(default=2, metadata={"flag": "--workers"})  # Workers of the local Dask
+    #   cluster (--dask local; with --verify-code: sandbox containers); 2: one per core of a 2-core machine
+    work_dir: str | None = None           # Out of core: directory for parts and spill files (default: a
+    #   temporary one; on a Dask cluster a path every worker reaches)
+
+    def _check(self) -> None:
+        """Ranges, names and rules across fields, checked once for the CLI and deployments alike."""
+        self.sources = [_source(s) for s in self.sources]
+        names = [s.name for s in self.sources]
+        if not names:
+            raise ConfigError("sources", "must name at least one source")
+        if dup := sorted({n for n in names if names.count(n) > 1}):
+            raise ConfigError("sources", f"names must be unique: {', '.join(dup)} given twice")
+        if not isinstance(self.benchmarks, dict):
+            raise ConfigError("benchmarks", f"must map NAME to PATH (got {self.benchmarks!r})")
+        check_float(self, "near_dup_threshold", 0.0, 1.0, above=True)
+        check_int(self, "near_dup_num_perm", 16)
+        check_int(self, "near_dup_shingle", 1)
+        check_int(self, "ngram", 3)
+        check_float(self, "test_overlap", 0.0, 1.0, above=True)
+        self.cutoff_date = _iso_date(self.cutoff_date)
+        check_choice(self, "undated", UNDATED_RULES)
+        check_int(self, "top_sources", 1, optional=True)
+        check_int(self, "seed", 0)  # MinHash seeds are unsigned
+        check_int(self, "dask_workers", 1)
+        if self.memory_limit is not None:
             from tasks.curation.out_of_core import parse_size
 
-            if parse_size(v) < 64 * 2**20:
-                raise ValueError(f"{v!r} is below 64MiB, too little for DuckDB and one part")
-        return v
+            try:
+                size = parse_size(self.memory_limit)
+            except ValueError as e:
+                raise ConfigError("memory_limit", str(e)) from None
+            if size < MIN_MEMORY:
+                raise ConfigError("memory_limit", f"{self.memory_limit!r} is below 64MiB, too little for DuckDB "
+                                                  "and one part")
+        if self.work_dir is not None:
+            from tasks.curation.out_of_core import check_work_dir
 
-    @field_validator("cutoff_date", mode="before")
-    @classmethod
-    def _iso_date(cls, v: object) -> str | None:
-        if isinstance(v, datetime.date) and not isinstance(v, datetime.datetime):  # YAML reads 2024-08-01 so
-            v = v.isoformat()
-        return None if v is None else check_cutoff_date(v)
+            try:
+                check_work_dir(self.work_dir)
+            except ValueError as e:
+                raise ConfigError("work_dir", str(e)) from None
+        if self.dask not in (None, "local") and self.work_dir is None:
+            raise ConfigError("work_dir", f"must be given with --dask {self.dask}: a directory every worker of "
+                                          "that cluster reaches (parts are files)")
 
-    @field_validator("sources")
-    @classmethod
-    def _unique_names(cls, v: list[SourceSpec]) -> list[SourceSpec]:
-        names = [s.name for s in v]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"source names must be unique: {', '.join(dup)}")
-        if not v:
-            raise ValueError("at least one source is needed")
-        return v
+
+def _source(spec: SourceSpec | dict) -> SourceSpec:
+    """A SourceSpec, or one made from its dict (a deployment's or a test's parameters)."""
+    if isinstance(spec, SourceSpec):
+        return spec
+    known = {f.name for f in fields(SourceSpec)}
+    if not isinstance(spec, dict) or not {"name", "path"} <= set(spec) or set(spec) - known:
+        raise FlagError("sources", f"each source needs name and path, and only {', '.join(sorted(known))} "
+                                   f"(got {spec!r})", "--source")
+    return SourceSpec(**spec)
+
+
+def _iso_date(value: object) -> str | None:
+    """A cutoff day as YYYY-MM-DD text; YAML reads `2024-08-01` as a date, which is taken too."""
+    from tasks.curation.cutoff import check_cutoff_date
+
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        value = value.isoformat()
+    if value is None:
+        return None
+    try:
+        return check_cutoff_date(value)
+    except ValueError as e:
+        raise ConfigError("cutoff_date", f"{value}: {e}") from None

@@ -168,6 +168,22 @@ def test_a_store_that_cannot_be_created(fx, command):
     assert_one_line(klear(*_args(fx, command, **{"--store": "/proc/klear-store"})), "--store /proc/klear-store: ")
 
 
+def test_a_refused_invocation_creates_no_store(fx):
+    store = fx["w"] / "never-made" / "store"
+    r = klear(*_args(fx, "curate", **{"--store": store, "--source": f"a={fx['w'] / 'no-such.jsonl'}"}))
+    assert_one_line(r, "no such file")
+    assert not (fx["w"] / "never-made").exists()
+
+
+def test_an_empty_benchmark_is_refused_before_any_curation_work(fx):
+    empty = fx["w"] / "empty-bench.jsonl"
+    empty.write_text("")
+    store = fx["w"] / "store-for-empty-bench"
+    r = klear(*_args(fx, "curate", **{"--store": store}), "--benchmark", f"b={empty}")
+    assert_one_line(r, "--benchmark", "has no rows with a 'problem'")  # one line: no step ran before it
+    assert not store.exists()
+
+
 @pytest.mark.parametrize("command", ["sft", "rl", "ablate", "model init"])
 @pytest.mark.parametrize("where", ["a file", "under a file"])
 def test_an_out_that_is_a_file(fx, command, where):

@@ -50,3 +50,36 @@ def test_a_bad_nested_value_names_the_nested_flag():
     with pytest.raises(ConfigError) as exc:
         build_config(RLConfig, {"reward_code_mode": "partial"}, nested=NESTED)
     assert str(exc.value).startswith("reward.code_mode (--reward-code-mode) must be one of hard, soft")
+
+
+def _curate_click_params() -> dict:
+    from flows.cli import app
+
+    return {p.name: p for p in typer.main.get_command(app).commands["curate"].params}
+
+
+def test_every_curate_setting_is_a_klear_curate_flag_spelled_as_its_field_says():
+    from tasks.curation.config import CurateConfig, flag_of
+
+    params = _curate_click_params()
+    for f in dataclasses.fields(CurateConfig):
+        if f.name in ("sources", "benchmarks"):  # built from --source/--layout/--map/--domain and --benchmark
+            continue
+        assert f.name in params, f"klear curate has no flag for {f.name}"
+        assert params[f.name].opts == [flag_of(CurateConfig, f.name)], params[f.name].opts
+        if f.name != "store":  # --store's default is resolved at run time ($KLEAR_STORE or ./klear-store)
+            assert params[f.name].default == f.default and params[f.name].help, f.name
+    assert params["dask_workers"].opts == ["--workers"] and params["near_dup_threshold"].opts == ["--near-threshold"]
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"near_dup_threshold": 2.0}, "near_dup_threshold (--near-threshold) must be at most 1.0 (got 2.0)"),
+    ({"dask_workers": 0}, "dask_workers (--workers) must be at least 1 (got 0)"),
+    ({"sources": [{"name": "a", "path": "a.jsonl", "layout": "zz"}]}, "layout (--layout) must be one of"),
+])
+def test_a_bad_curate_value_names_the_flag_that_sets_it(values, message):
+    from tasks.curation.config import CurateConfig
+
+    with pytest.raises(ConfigError) as exc:
+        build_config(CurateConfig, {"sources": [{"name": "a", "path": "a.jsonl"}], **values})
+    assert str(exc.value).startswith(message), str(exc.value)

@@ -11,10 +11,10 @@ SOURCE = ROOT / "tests" / "curation" / "code_decontam" / "code.jsonl"
 
 
 @pytest.mark.parametrize("flag, value, message", [
-    ("--cutoff-date", "2024-13-01", "--cutoff-date 2024-13-01: not a calendar date written YYYY-MM-DD"),
-    ("--cutoff-date", "last-year", "--cutoff-date last-year: not a calendar date written YYYY-MM-DD"),
-    ("--undated", "maybe", "--undated maybe: Input should be 'keep' or 'drop'"),
-    ("--test-overlap", "1.5", "--test-overlap 1.5: Input should be less than or equal to 1"),
+    ("--cutoff-date", "2024-13-01", "cutoff_date (--cutoff-date) 2024-13-01: not a calendar date written YYYY-MM-DD"),
+    ("--cutoff-date", "last-year", "cutoff_date (--cutoff-date) last-year: not a calendar date written YYYY-MM-DD"),
+    ("--undated", "maybe", "undated (--undated) must be one of drop, keep (got 'maybe')"),
+    ("--test-overlap", "1.5", "test_overlap (--test-overlap) must be at most 1.0 (got 1.5)"),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag_exit_2(tmp_path, flag, value, message):
     r = klear("curate", "--source", f"s={SOURCE}", "--store", tmp_path / "store", flag, value)

@@ -36,11 +36,11 @@ def test_dask_local_gives_the_in_memory_version(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--memory-limit", "lots"], "--memory-limit lots: 'lots' is not a size"),
-    (["--memory-limit", "1MB"], "--memory-limit 1MB: '1MB' is below 64MiB"),
+    (["--memory-limit", "lots"], "memory_limit (--memory-limit) 'lots' is not a size"),
+    (["--memory-limit", "1MB"], "memory_limit (--memory-limit) '1MB' is below 64MiB"),
     (["--dask", "tcp://127.0.0.1:1", "--work-dir", "{tmp}/w"], "--dask tcp://127.0.0.1:1: cannot reach the scheduler"),
-    (["--dask", "tcp://127.0.0.1:1"], "--dask tcp://127.0.0.1:1: give --work-dir"),
-    (["--memory-limit", "1GB", "--work-dir", "{tmp}/run[1]"], "--work-dir {tmp}/run[1]: "),
+    (["--dask", "tcp://127.0.0.1:1"], "work_dir (--work-dir) must be given with --dask tcp://127.0.0.1:1"),
+    (["--memory-limit", "1GB", "--work-dir", "{tmp}/run[1]"], "work_dir (--work-dir) {tmp}/run[1]: "),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(tmp_path, flags, message):
     flags, message = [f.format(tmp=tmp_path) for f in flags], message.format(tmp=tmp_path)

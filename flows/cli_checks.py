@@ -1,0 +1,203 @@
+"""Input checks shared by the commands, run before any flow starts: stores, output directories, model
+directories, data, sources and benchmarks. Each failure is one UserError line naming the flag or file."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flows.cli_common import UserError
+
+
+def check_store(root: str, flag: str = "--store") -> None:
+    """A local store must be a directory this process can write, or could create (it is created when the
+    first stage writes, so a refused invocation leaves nothing): one line otherwise (a file given as
+    --store, a parent that is a file, a read-only or forbidden place)."""
+    from storage import paths
+    from storage.claims import ClaimError, could_create_dir
+
+    if not paths.is_local(root):
+        return
+    try:
+        could_create_dir(root.removeprefix("file://"))
+    except ClaimError as e:
+        raise UserError(f"{flag} {e}") from None
+
+
+def claim_out(out: str, flag: str = "--out") -> None:
+    """Claim `out` for this command until it exits (storage/claims.py): a file given as --out, an
+    unwritable place, or a directory another live run holds is one line. The claim is released at exit;
+    a trainer running in this process (or ranks it launches) shares it."""
+    import atexit
+
+    from storage.claims import ClaimError, acquire, release
+
+    try:
+        created = acquire(out)
+    except ClaimError as e:
+        raise UserError(f"{flag} {e}") from None
+    if created:
+        atexit.register(release, out)
+
+
+def prepare_out(out: str, resume: bool, force: bool, flag: str = "--out") -> None:
+    """A trainer's --out before any flow: claimed for this command (`claim_out`); with --resume its newest
+    complete checkpoint must be readable; without, it must not hold another run's checkpoints or metrics
+    unless --force, which clears them (tasks/training/checkpoint.py). One line otherwise."""
+    from tasks.training.checkpoint import CheckpointError, clear_previous_run, previous_run, resume_checkpoint
+
+    if resume and force:
+        raise UserError("--resume and --force contradict each other: --resume continues the run in "
+                        f"{flag} {out}, --force discards it")
+    claim_out(out, flag)
+    if resume:
+        try:
+            resume_checkpoint(Path(out))
+        except CheckpointError as e:
+            raise UserError(f"--resume: {e}") from None
+        return
+    found = previous_run(Path(out), models=True)
+    if found and not force:
+        raise UserError(f"{flag} {out}: holds {found}; pass --resume to continue it or --force to start over")
+    if found:
+        clear_previous_run(Path(out))
+
+
+def check_model(model: str, flag: str = "--model", max_tokens: int | None = None) -> None:
+    """The model directory loads (tasks/models/factory.check_model_dir), and `max_tokens` leaves room for
+    a prompt in its context: one line naming the file or flag otherwise."""
+    from tasks.models.checks import ModelDirError, check_model_dir, context_length
+
+    try:
+        check_model_dir(model)
+    except ModelDirError as e:
+        raise UserError(f"{flag} {e}") from None
+    ctx = context_length(model)
+    if max_tokens is not None and ctx is not None and max_tokens >= ctx:
+        raise UserError(f"--max-tokens {max_tokens}: must be below the model's context of {ctx} tokens "
+                        f"({model}/config.json max_position_embeddings)")
+
+
+def store_root(store: str | None) -> str:
+    """The store a command writes (--store, else $KLEAR_STORE, else ./klear-store), checked by
+    `check_store` and named by where it came from."""
+    from storage.store import resolve_store
+
+    root = resolve_store(store)
+    check_store(root, "--store" if store else "$KLEAR_STORE" if os.environ.get("KLEAR_STORE") else "store (default)")
+    return root
+
+
+def _without_path(message: str, path: str) -> str:
+    """`PATH: why` → `why`, so a message that already names the file does not name it twice."""
+    return message[len(path):].lstrip(": ") if message.startswith(path) else message
+
+
+def check_benchmark(label: str, path: str, model: str | None = None, max_tokens: int | None = None) -> None:
+    """A benchmark file before any flow: a .jsonl/.parquet file (not a directory), every row canonical, and,
+    with `model`, every prompt within its context minus max_tokens (tasks/evaluation/evaluate.py:
+    require_fit). One line `LABEL: why` otherwise."""
+    from tasks.curation.sources import check_source_file
+    from tasks.evaluation.evaluate import check_benchmark_fits, load_benchmark
+    from tasks.models.checks import ModelDirError, check_model_dir
+
+    try:
+        check_source_file(path)
+        load_benchmark(path)
+    except ValueError as e:
+        raise UserError(f"{label}: {_without_path(str(e), path)}") from None
+    if model is None:
+        return
+    try:  # transformers loads the tokenizer here anyway: the model's deep check first costs no more
+        check_model_dir(model, deep=True)
+    except ModelDirError as e:
+        raise UserError(f"--model {e}") from None
+    try:
+        check_benchmark_fits(model, path, max_tokens)
+    except ValueError as e:
+        raise UserError(f"{label}: {_without_path(str(e), path)}") from None
+
+
+def check_training_rows(data: str, stage: str, cfg=None) -> None:
+    """The rows a trainer will use exist, before Prefect starts (the trainer would say the same after it):
+    sft needs a row with a response; rl a rewardable problem of cfg's domains and pass-rate window."""
+    try:
+        if stage == "sft":
+            from tasks.training.sft_data import load_sft_rows
+
+            if not load_sft_rows(data).rows:
+                raise ValueError(f"{data}: no rows with a response to train on")
+        else:
+            from tasks.training.rl_data import load_rl_rows
+
+            load_rl_rows(data, tuple(cfg.domains), cfg.selection)
+    except ValueError as e:
+        raise UserError(f"--data {e}") from None
+
+
+def check_source_path(flag: str, name: str, path: str) -> None:
+    """A source or benchmark PATH: a known format, an existing file (not a directory), a readable Parquet."""
+    from storage import paths
+    from tasks.curation.sources import SourceError, check_source_file
+
+    try:
+        kind = check_source_file(path)
+    except SourceError as e:
+        raise UserError(f"{flag} {name}={path}: {str(e).removeprefix(path + ': ')}") from None
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+        try:
+            with paths.open_binary(path) as f:
+                pq.read_metadata(f)
+        except Exception as e:
+            raise UserError(f"{flag} {name}={path}: not a readable Parquet file ({type(e).__name__})") from None
+
+
+def check_nproc(nproc: int) -> None:
+    """One rule for every command's --nproc: at least 1, at most one process per visible GPU."""
+    from tasks.generation.parallel import nproc_problem
+
+    if why := nproc_problem(nproc):
+        raise UserError(f"--nproc {why}")
+
+
+def check_model_dir(flag: str, path: str) -> None:
+    """A Hugging Face model directory, at a glance (its config.json): `check_model` loads it."""
+    p = Path(path)
+    if not (p / "config.json").exists():
+        raise UserError(f"{flag} {path}: not a Hugging Face model directory (no config.json)")
+
+
+def check_data(data: str) -> None:
+    """DATA is a file, a store directory, or `STORE#VERSION` (a store's pinned dataset version)."""
+    from storage.refs import data_ref
+
+    try:
+        ref = data_ref(data)
+    except ValueError as e:
+        raise UserError(f"--data {e}") from None
+    if ref is not None and ref.version is not None:
+        from storage.store import Store
+
+        if not Store(ref.store).has_version(ref.version):
+            raise UserError(f"--data {data}: store {ref.store} has no dataset version {ref.version!r}")
+        return
+    if not Path(data).exists():
+        raise UserError(f"--data {data}: no such file or store")
+    if ref is not None:  # a directory: a store with a curated dataset, or a mistake (`data/` for `data/x.jsonl`)
+        from storage.store import Store
+
+        try:
+            current = Store(ref.store).current_version()
+        except Exception as e:  # a catalog file that is not DuckDB, unreadable, ...
+            raise UserError(f"--data {data}: not a readable store ({type(e).__name__})") from None
+        if current is None:
+            raise UserError(f"--data {data}: a directory that is not a store with a curated dataset "
+                            "(expected a .jsonl/.parquet file or a store; run klear curate first)")
+        return
+    if Path(data).is_file():  # a bad row is the user's to fix: one line now, not a flow's traceback later
+        from tasks.curation.problems import read_problems
+
+        try:
+            read_problems(data)
+        except (ValueError, OSError) as e:
+            raise UserError(f"--data {e}") from None

@@ -1,0 +1,117 @@
+"""`klear curate`: its flags are CurateConfig's fields (cli_config_options.py), plus the ones that build the
+sources (--source, --layout, --map, --domain), --benchmark, --store and the --verify-code stage's."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from flows.cli_checks import check_source_path, store_root
+from flows.cli_common import StoreOpt, UserError, checked, console, parse_pairs, quiet_prefect_defaults, run_flow
+from flows.cli_config_options import build_config, with_config_options
+from tasks.curation.config import CurateConfig
+from tasks.curation.layouts import LAYOUTS
+from tasks.verification.strength import StrengthConfig
+
+
+def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], layouts: dict[str, str],
+                        maps: list[str], domains: dict[str, str], **settings) -> CurateConfig:
+    """The config from the parsed source flags and the generated ones (`settings`); every file is
+    checked first, then the config checks itself."""
+    field_maps: dict[str, dict[str, str]] = {}
+    for m in maps:
+        lhs, ok, canon = m.partition("=")
+        src, dot, field = lhs.partition(".")
+        if not (ok and dot and src and field and canon):
+            raise UserError(f"--map {m!r}: expected SOURCE.FIELD=CANONICAL_FIELD")
+        field_maps.setdefault(src, {})[field] = canon
+    for flag, d in (("--layout", layouts), ("--map", field_maps), ("--domain", domains)):
+        for src in d:
+            if src not in sources:
+                raise UserError(f"{flag} names source {src!r}, which no --source defines")
+    for name, path in sources.items():
+        check_source_path("--source", name, path)
+    for name, path in benchmarks.items():
+        check_source_path("--benchmark", name, path)
+    specs = [{"name": n, "path": p, "layout": layouts.get(n, "canonical"), "field_map": field_maps.get(n, {}),
+              "domain": domains.get(n)} for n, p in sources.items()]
+    return checked(lambda: build_config(CurateConfig, {**settings, "sources": specs, "benchmarks": benchmarks}))
+
+
+def print_curation_summary(version: dict, store_root: str) -> None:
+    from storage.store import Store
+    from tasks.curation.pipeline import ALL_REASONS
+
+    counts, by_source = version["counts"], version["inputs"].get("by_source", {})
+    scores = version["inputs"].get("source_scores", {})
+    reasons = [r for r in ALL_REASONS if r in counts] + sorted(k for k in counts if k != "kept" and k not in ALL_REASONS)
+    table = Table(title=f"dataset {version['id']}: rows in = kept + dropped")
+    for col in ["source", "score", "rows in", "kept", *reasons]:
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for src, c in by_source.items():
+        table.add_row(src, f"{scores.get(src, 0):.2f}", str(c["rows_in"]), str(c["kept"]), *(str(c.get(r, 0)) for r in reasons))
+    table.add_row("TOTAL", "", str(version["rows_in"]), str(counts["kept"]), *(str(counts[r]) for r in reasons), style="bold")
+    console.print(table)
+    if version["inputs"].get("undated_kept") is not None:
+        console.print(f"undated rows kept under the cutoff date: {version['inputs']['undated_kept']}")
+    console.print(f"catalog: {Store(store_root).catalog_path}  (views: problems, dropped; table: datasets)")
+
+
+@with_config_options(CurateConfig, skip=("sources", "benchmarks"))
+def curate(
+    source: list[str] = typer.Option(..., "--source", help="NAME=PATH (.jsonl, .parquet or hf:DATASET[:SPLIT]); repeat"),
+    benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", help="NAME=PATH of a benchmark to decontaminate against; repeat"),
+    store: Optional[str] = StoreOpt,
+    layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (one of: " + ", ".join(sorted(LAYOUTS)) + ")"),
+    map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem"),
+    domain: Optional[list[str]] = typer.Option(None, "--domain", help="NAME=math|code default domain of a source's rows"),
+    verify_code: bool = typer.Option(False, "--verify-code", help="Then run code references against their tests in the sandbox"),
+    min_tests: int = typer.Option(16, "--min-tests", help="With --verify-code: code problems with fewer tests are dropped (paper: 16)"),
+    mutants: int = typer.Option(StrengthConfig.mutants, "--mutants", help="With --verify-code: mutants of each passing reference run against its tests, to find tests that accept wrong programs (0: off)"),
+    max_survival: float = typer.Option(StrengthConfig.max_survival, "--max-survival", help="With --verify-code: weak_tests when the tests accept more than this fraction of the mutants shown to behave differently"),
+    weak_tests: str = typer.Option(StrengthConfig.weak_tests, "--weak-tests", help="With --verify-code: drop problems with weak tests, or tag them (kept, flagged in verifications)"),
+    mutant_seed: int = typer.Option(StrengthConfig.mutant_seed, "--mutant-seed", help="With --verify-code: seed for the mutants, probe inputs and screening tests"),
+    **settings,
+) -> None:
+    """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows (a
+    benchmark's statement or, for code, its tests), rows dated on/after --cutoff-date (and, with
+    --verify-code, code problems with too few tests, a failing reference or weak tests)."""
+    strength = checked(lambda: StrengthConfig(mutants=mutants, max_survival=max_survival, weak_tests=weak_tests,
+                                              mutant_seed=mutant_seed))
+    config = build_curate_config(
+        parse_pairs(source, "--source"), parse_pairs(benchmark, "--benchmark"), parse_pairs(layout, "--layout"),
+        list(map_ or []), parse_pairs(domain, "--domain"), store=store_root(store), **settings)
+    from tasks.curation.steps import check_benchmarks
+    from tasks.records.sources import SourceError
+
+    try:  # before any work: an empty benchmark would otherwise be found after ingest and dedup
+        check_benchmarks(config.benchmarks)
+    except SourceError as e:
+        raise UserError(f"--benchmark {e}") from None
+    if config.dask not in (None, "local"):  # before Prefect starts: a refused address fails in a second, not twenty
+        from tasks.dask_client import refusal
+
+        if why := refusal(config.dask):
+            raise UserError(f"--dask {config.dask}: cannot reach the scheduler ({why})")
+    quiet_prefect_defaults()
+    from flows.curate import curate as curate_flow
+    from tasks.curation.out_of_core import DaskError
+    from tasks.curation.sources import SourceError
+
+    version = run_flow(curate_flow, config, user_errors=(SourceError, DaskError))
+    if verify_code:
+        version = _run_verify(config.store, min_tests, config.dask_workers,
+                              None if config.dask == "local" else config.dask, strength)
+    print_curation_summary(version, config.store)
+
+
+def _run_verify(store: str, min_tests: int, workers: int, dask: str | None, strength: StrengthConfig) -> dict:
+    from flows.verify import verify as verify_flow
+    from sandbox.container import SandboxFault
+
+    try:
+        return verify_flow(store=store, min_tests=min_tests, workers=workers, dask_address=dask,
+                           test_strength=strength)
+    except SandboxFault as e:
+        raise UserError(f"--verify-code: {e} (is the Docker engine running? see scripts/ensure-docker.sh)") from None

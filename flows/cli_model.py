@@ -1,0 +1,55 @@
+"""`klear model init`: a tiny random-init model and a locally trained tokenizer, for CPU runs."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from flows.cli_checks import claim_out
+from flows.cli_common import UserError, console
+
+model_app = typer.Typer(help="Models: create a tiny random-init model for CPU runs.", no_args_is_help=True)
+
+
+def _corpus_texts(corpus: str | None) -> list[str]:
+    """Tokenizer training text: the given canonical file/store rows, else the bundled demo data."""
+    import tempfile
+
+    if corpus is None:
+        from tasks.curation.demo_data import write_demo_sources
+        from tasks.models.corpus import source_texts
+
+        return source_texts(write_demo_sources(Path(tempfile.mkdtemp(prefix="klear-corpus-"))).sources().values())
+    from tasks.models.corpus import corpus_texts
+
+    try:  # a bad row is skipped and named on stderr; the rest trains the tokenizer
+        return corpus_texts(corpus, on_bad=lambda line: print(f"klear: --corpus: skipped {line}", file=sys.stderr))
+    except (ValueError, OSError) as e:
+        raise UserError(f"--corpus {corpus}: {str(e).removeprefix(corpus + ': ')}") from None
+
+
+@model_app.command("init")
+def model_init(
+    out: Path = typer.Option(..., "--out", help="Directory for the new HF model"),
+    preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params) or small (~4M)"),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="Canonical .jsonl/.parquet or store to train the tokenizer on (default: bundled demo data)"),
+    seed: int = typer.Option(0, "--seed"),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
+) -> None:
+    """Create a random-init Qwen2-architecture model and a locally trained tokenizer. An --out that
+    already holds a model or a run's output (a trained checkpoint, say) is refused unless --force."""
+    from tasks.models.checks import existing_model
+    from tasks.models.presets import PRESETS
+
+    if preset not in PRESETS:
+        raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(PRESETS)})")
+    claim_out(str(out))
+    found = existing_model(out)
+    if found and not force:
+        raise UserError(f"--out {out}: already holds a model or run output ({found}); pass --force to overwrite it")
+    from tasks.models.factory import MODEL_CARD, init_model  # torch and transformers: after the checks
+
+    path = init_model(out, _corpus_texts(corpus), preset=preset, seed=seed)
+    console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")

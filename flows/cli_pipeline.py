@@ -1,0 +1,70 @@
+"""`klear demo` and `klear pipeline`: the end-to-end flow on the bundled data, then its summary."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from flows.cli_checks import store_root
+from flows.cli_common import StoreOpt, UserError, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_curate import print_curation_summary
+
+
+def demo(store: Optional[str] = StoreOpt) -> None:
+    """The whole pipeline on the bundled demo data with a tiny model on CPU (minutes):
+    curate → verify → SFT → difficulty → RL → evaluate base / SFT / RL."""
+    _run_pipeline(store, seed=0, scale=1.0)
+
+
+def pipeline(
+    store: Optional[str] = StoreOpt,
+    seed: int = typer.Option(0, "--seed"),
+    scale: float = typer.Option(1.0, "--scale", help="Size of the bundled demo data"),
+) -> None:
+    """The end-to-end pipeline on the bundled data: curate → verify → SFT → difficulty → RL → evaluate."""
+    if scale <= 0:
+        raise UserError("--scale must be positive")
+    _run_pipeline(store, seed, scale)
+
+
+def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
+    import json
+
+    from storage.store import Store
+    from tasks.pipeline.config import PipelineConfig
+
+    root = store_root(store)
+    quiet_prefect_defaults()
+    starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
+    from flows.pipeline import pipeline as pipeline_flow
+
+    state = run_flow(pipeline_flow, PipelineConfig(store=root, seed=seed, demo_scale=scale), return_state=True)
+    try:
+        summary = state.result()  # a failed run raises its error here, as a plain call would
+    except ValueError as e:  # bad input the stages name (file, row, directory): one line
+        raise UserError(str(e)) from None
+    st = Store(root)
+    print_curation_summary(st.load_version(summary["dataset"]).__dict__, root)
+    t = Table(title=f"held-out {summary['benchmark']}: avg@{summary['k']} by stage")
+    for col in ("stage", "avg@k", "checkpoint"):
+        t.add_column(col)
+    for stage in ("base", "sft", "rl"):
+        t.add_row(stage, f"{summary[stage + '_avg_at_k']:.3f}", summary[stage])
+    console.print(t)
+    console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
+    console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
+    console.print(_prefect_ui_line(state.state_details.flow_run_id))
+    console.print(json.dumps(summary))
+
+
+def _prefect_ui_line(flow_run_id) -> str:
+    """Where to see the run: its page on a configured Prefect server; how to get one after a temporary server."""
+    from prefect.settings import PREFECT_UI_URL
+
+    ui = PREFECT_UI_URL.value() if os.environ.get("PREFECT_API_URL") else None
+    if ui:
+        return f"Prefect UI: {ui.rstrip('/')}/runs/flow-run/{flow_run_id}  (flows, logs and artifacts of this run)"
+    return ("Prefect UI: this run used a temporary server, now stopped; run `prefect server start`, set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api and re-run to see its flows and artifacts (stages are cached)")

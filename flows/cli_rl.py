@@ -1,0 +1,207 @@
+"""`klear rl` (with its --dry-run memory plan) and `klear ablate`: their settings are RLConfig's fields
+(and its nested configs') as flags."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from flows.cli_checks import (check_benchmark, check_data, check_model, check_model_dir, check_nproc,
+                              check_training_rows, claim_out, prepare_out, store_root)
+from flows.cli_common import StoreOpt, UserError, checked, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
+from tasks.training.config import RL_NESTED, RLConfig
+from tasks.training.plan import SHAPES
+from tasks.training.rl_presets import RL_PRESETS
+
+
+@with_config_options(RLConfig, nested=RL_NESTED)
+def rl(
+    ctx: typer.Context,
+    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint); with "
+                              "--dry-run also a model shape (" + ", ".join(SHAPES) + ")"),
+    data: Optional[str] = typer.Option(None, "--data", help="A store (its current problems) or a canonical "
+                                       ".jsonl/.parquet (required unless --dry-run)"),
+    out: Optional[str] = typer.Option(None, "--out", help="Output directory (HF checkpoint + checkpoints/ + "
+                                      "metrics; required unless --dry-run)"),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Processes (GPUs) for torchrun (--strategy "
+                                        "ddp|fsdp); default 1 (in this process), or the preset's"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Start from a named run: " + "; ".join(
+        f"{k}: {p.description}" for k, p in RL_PRESETS.items()) + ". Flags left at their defaults take the "
+        "preset's values"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the per-GPU memory plan (parameters, gradients, "
+                                 "optimizer, activations, the engine's KV cache, tokens per step) without "
+                                 "loading weights, and exit; exit 1 when it cannot fit"),
+    gpu_memory: Optional[float] = typer.Option(None, "--gpu-memory", help="GiB per GPU for --dry-run (default: "
+                                               "this machine's GPU, else the preset's, else 80)"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out holding another run's checkpoints"),
+    store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
+                                        "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
+    **settings,
+) -> None:
+    """GPPO reinforcement learning with group rollouts (math-verify and sandbox rewards)."""
+    if preset is not None and preset not in RL_PRESETS:
+        raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(RL_PRESETS)})")
+    chosen = RL_PRESETS[preset] if preset else None
+    if chosen:
+        settings = under_preset(settings, chosen.config, given_on_command_line(ctx))
+    nproc = nproc if nproc is not None else (chosen.hardware.nproc if chosen else 1)
+    check_nproc(nproc)
+    cfg = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
+    from tasks.training.rl_engine import engine_layout_problem
+
+    if problem := engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step):
+        raise UserError(problem)
+    if dry_run:
+        _print_rl_plan(model, data, cfg, nproc, gpu_memory, chosen)
+        return
+    for flag, value in (("--data", data), ("--out", out)):
+        if value is None:
+            raise UserError(f"{flag} is required (only --dry-run runs without it)")
+    check_model_dir("--model", model)
+    check_data(data)
+    check_training_rows(data, "rl", cfg)
+    check_model(model, max_tokens=cfg.max_tokens)
+    if cfg.eval_benchmark:
+        check_benchmark(f"--eval-benchmark {cfg.eval_benchmark}", cfg.eval_benchmark, model, cfg.max_tokens)
+    if store is not None:
+        store = store_root(store)
+    prepare_out(out, resume, force)
+    quiet_prefect_defaults()
+    starting(f"rl ({cfg.loss})", f"training into {out}")
+    from flows.rl import rl as rl_flow
+    from tasks.training.launch import RanksFailed
+
+    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store, nproc=nproc,
+                   user_errors=(ValueError, RanksFailed))
+    console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
+                  f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
+
+
+@with_config_options(RLConfig, skip=("seed", "eval_benchmark"), nested=RL_NESTED)
+def ablate(
+    model: str = typer.Option(..., "--model", help="HF model directory every run starts from"),
+    data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
+    out: str = typer.Option(..., "--out", help="Directory of the runs (one content-addressed directory each)"),
+    benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
+    vary: Optional[list[str]] = typer.Option(None, "--vary", help="FIELD=V1,V2: an RL setting and its values "
+                                             "(nested: reward.code_mode=soft,hard; a tuple's items joined by |); "
+                                             "repeat: every combination is an arm"),
+    losses: Optional[str] = typer.Option(None, "--losses", help="Shorthand for --vary loss=...; with neither, "
+                                         "the arms are gppo,grpo,cispo"),
+    seeds: str = typer.Option("1,2", "--seeds", help="Comma-separated seeds; each arm runs once per seed"),
+    nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for each run's torchrun; 1: in this process"),
+    store: Optional[str] = StoreOpt,
+    **settings,
+) -> None:
+    """Compare RL settings on equal data and seeds: per arm, mean final held-out avg@k with its 95% interval
+    and mean best avg@k. Runs are cached: a rerun trains nothing, an added seed trains only that seed."""
+    from tasks.training.ablation import arm_config, arms, parse_value
+
+    check_model_dir("--model", model)
+    check_data(data)
+    check_nproc(nproc)
+    bench = benchmark.split("=", 1)[-1]
+    check_benchmark(f"--benchmark {benchmark}", bench)
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--seeds {seeds!r}: expected comma-separated integers") from None
+    if not seed_list:
+        raise UserError("--seeds: expected at least one seed")
+    axes = _vary_axes(vary or [], losses)
+    base = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
+    axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
+    checked(lambda: [arm_config(base, arm, s) for arm in arms(axes) for s in seed_list])
+    check_model(model, max_tokens=base.max_tokens)
+    check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
+    if store is not None:
+        store = store_root(store)
+    claim_out(out)
+    quiet_prefect_defaults()
+    starting("ablate", f"{len(arms(axes))} arms × {len(seed_list)} seeds into {out}")
+    from flows.rl import ablate as ablate_flow
+    from tasks.training.launch import RanksFailed
+
+    table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
+                     config=base, store=store, nproc=nproc, user_errors=(ValueError, RanksFailed))
+    t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
+    for col in ("arm", "final avg@k", "best avg@k", "low-clip tokens", "high-clip tokens", "entropy"):
+        t.add_column(col)
+
+    def fig(value, ci=None, fmt=".3f"):
+        return "—" if value is None else f"{value:{fmt}}" + (f" ± {ci:.3f}" if ci is not None else "")
+
+    for r in table:
+        t.add_row(r["arm"], fig(r["final_avg_at_k"], r["final_ci95"]), fig(r["best_avg_at_k"], r["best_ci95"]),
+                  fig(r["clip_frac_low"], fmt=".4f"), fig(r["clip_frac_high"], fmt=".4f"), fig(r["entropy"]))
+    console.print(t)
+
+
+def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:
+    """`--vary FIELD=V1,V2` (repeatable) and `--losses` as {field: [value text]}; default: the three losses."""
+    axes: dict[str, list[str]] = {}
+    for item in vary:
+        name, eq, values = item.partition("=")
+        name = name.strip().replace("-", "_")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not (eq and name and items):
+            raise UserError(f"--vary {item!r}: expected FIELD=VALUE1,VALUE2")
+        if name in axes:
+            raise UserError(f"--vary {name}: given twice")
+        axes[name] = items
+    if losses is not None:
+        if "loss" in axes:
+            raise UserError("--losses and --vary loss=... both given: use one")
+        axes = {"loss": [v.strip() for v in losses.split(",") if v.strip()], **axes}
+        if not axes["loss"]:
+            raise UserError("--losses: expected a comma-separated list of policy losses")
+    return axes or {"loss": ["gppo", "grpo", "cispo"]}
+
+
+def _print_rl_plan(model: str, data: str | None, cfg: RLConfig, nproc: int, gpu_memory: float | None,
+                   preset) -> None:
+    """`klear rl --dry-run`: the plan of tasks/training/dry_run.py on this run's GPUs; a plan that cannot
+    fit ends the command with exit 1 and its one-line reason."""
+    from dataclasses import replace
+
+    import torch
+
+    from tasks.training.dry_run import dry_run
+    from tasks.training.plan import Hardware
+
+    hw = replace(preset.hardware if preset else Hardware(), nproc=nproc)
+    if gpu_memory is None and torch.cuda.is_available():
+        gpu_memory = torch.cuda.get_device_properties(0).total_memory / (1 << 30)
+    if gpu_memory is not None:
+        if gpu_memory <= 0:
+            raise UserError(f"--gpu-memory must be positive (got {gpu_memory})")
+        hw = replace(hw, gpu_memory_gib=gpu_memory)
+    prompt_tokens = _longest_prompt(model, data, cfg) if data else None
+    try:
+        plan = dry_run(model, cfg, hw, prompt_tokens)
+    except ValueError as e:
+        raise UserError(f"--dry-run: {e}") from None
+    print(plan.render(), flush=True)
+    if plan.refusal:
+        raise typer.Exit(1)
+
+
+def _longest_prompt(model: str, data: str, cfg: RLConfig) -> int | None:
+    """The data's longest chat prompt in tokens, when --model is a directory with a tokenizer; else None."""
+    from tasks.training.rl_data import load_rl_rows
+
+    if not (Path(model) / "config.json").is_file():
+        return None
+    check_data(data)
+    from transformers import AutoTokenizer
+
+    from tasks.generation.base import chat_prompt
+
+    tok = AutoTokenizer.from_pretrained(model)
+    rows, _, _ = load_rl_rows(data, tuple(cfg.domains), cfg.selection)
+    return max((len(tok(chat_prompt(tok, r["problem"]), add_special_tokens=False)["input_ids"]) for r in rows),
+               default=None)

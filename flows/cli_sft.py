@@ -1,0 +1,45 @@
+"""`klear sft`: long-CoT supervised fine-tuning; its settings are SFTConfig's fields as flags."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from flows.cli_checks import (check_data, check_model, check_model_dir, check_nproc, check_training_rows,
+                              prepare_out, store_root)
+from flows.cli_common import checked, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_config_options import build_config, with_config_options
+from tasks.training.config import SFTConfig
+
+
+@with_config_options(SFTConfig)
+def sft(
+    model: str = typer.Option(..., "--model", help="HF model directory to start from"),
+    data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
+    out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
+    nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out holding another run's checkpoints"),
+    store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records the checkpoint "
+                                        "(default: the store --data names, else $KLEAR_STORE or ./klear-store)"),
+    **settings,
+) -> None:
+    """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
+    check_model_dir("--model", model)
+    check_data(data)
+    check_nproc(nproc)
+    cfg = checked(lambda: build_config(SFTConfig, settings))
+    check_training_rows(data, "sft")
+    check_model(model)
+    if store is not None:
+        store = store_root(store)
+    prepare_out(out, resume, force)
+    quiet_prefect_defaults()
+    starting("sft", f"training into {out}")
+    from flows.sft import sft as sft_flow
+    from tasks.training.launch import RanksFailed
+
+    res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store,
+                   user_errors=(ValueError, RanksFailed))
+    console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
+                  f"{res['first_loss']:.4f} → {res['last_loss']:.4f}; metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
