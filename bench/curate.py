@@ -1,6 +1,7 @@
-"""bench/curate: dedup + decontamination throughput, ours vs a plain datasketch implementation.
+"""bench/curate: dedup + decontamination throughput and peak memory, ours vs a plain datasketch implementation.
 
     python bench/curate.py [--rows 1000000] [--workers 2] [--seed 0] [--bench-problems 1000]
+                           [--memory-limit SIZE] [--dask local|ADDRESS] [--only ours,kernels,datasketch]
 
 Generates a seeded synthetic corpus of math-like problems (30-80 words, Zipf vocabulary, numbers and
 equations as tokens, a fixed instruction sentence in 30% of the rows and in every benchmark problem) with
@@ -9,29 +10,22 @@ planted rows:
   - near duplicates (5%): an earlier row with a 1-3 word lead-in or tail ("Problem 7:", "Show your work.");
   - contaminated rows (0.1%): a different lead-in followed by a whole benchmark problem, or a 20-word span;
   - short-phrase rows (0.1%): a row with 5-7 consecutive words of a benchmark problem (must be kept).
-The parent writes the corpus once (Arrow IPC in a temp dir); each implementation runs in its own child:
-  ours:       exact_duplicate_of -> near_duplicate_of -> find_contamination (tasks/curation), each step on
-              the rows the previous one kept, `--workers` threads
+The parent writes the corpus once, block by block (1M rows a block, each planted as above, with the same
+vocabulary and benchmark), so it never holds a big corpus: Parquet parts for `ours`, Arrow IPC in a temp
+dir for the in-memory implementations. Each implementation runs in its own child:
+  ours:       what `klear curate` runs (tasks/curation/out_of_core.py, as steps.py calls it): exact keys per
+              part and DuckDB grouping, near dedup (one array when it fits the memory limit, else across
+              parts), decontamination per part; within `--memory-limit`, or by default the limit `klear
+              curate` chooses (tasks/curation/memory.py); `--dask` runs the per-part work on Dask
+  kernels:    the same rules' in-memory kernels on one array (exact_duplicate_of -> near_duplicate_of ->
+              find_contamination), each on the rows the previous one kept, `--workers` threads
   datasketch: dict of NFKC+casefold+whitespace-collapsed text -> MinHashLSH(threshold 0.8, 128 perms,
               shared permutations), query then insert per row -> Python set of benchmark word 9-grams
 and prints rows/s (all rows in / time of the three steps), peak RSS (max over steps, /proc VmHWM) and RSS
-once the corpus is loaded (Arrow memory map for ours, Python strings for datasketch), recall on planted
-rows (exact duplicates, near duplicates, contamination among rows that reach that step), rows flagged that
-were not planted and the ratio ours/datasketch overall and per step. `--rows 20000` is the smoke test; `--only ours` skips the
-slow baseline.
-
-Out of core (`ooc`): the same steps over Parquet parts (tasks/curation/out_of_core.py) under
-`--memory-limit`; the parent writes the parts block by block (1M rows a block, each planted as above, with
-the same vocabulary and benchmark), so `--rows 10000000 --only ooc` never holds the corpus. Its kept set is
-compared with ours when both run.
-
-Measured at cd745ad (2 cores, shared with a training job and tests):
-  1M rows:  ours 13,686 rows/s, peak RSS 1,848 MB; ooc (4GB limit) 7,237 rows/s, 1,298 MB, same kept set
-            as ours; datasketch 1,700 rows/s, 3,801 MB (ours/datasketch x8.1 throughput, x11.0 less CPU).
-  10M rows: ooc (4GB limit) 8,864 rows/s (1,128 s: keys + exact 245 s, near 783 s, decontam 100 s), peak RSS
-            2,645 MB; recall 1.000 on planted exact, near and contaminated rows. 3,565 rows are flagged near
-            duplicates without being planted as such: the contaminated rows of every block copy the same
-            1,000 benchmark problems, so those of later blocks are near duplicates of earlier ones.
+once the corpus is loaded, recall on planted rows (exact duplicates, near duplicates, contamination among
+rows that reach that step), rows flagged that were not planted, whether ours keeps the kernels' rows, and
+the ratio ours/datasketch overall and per step. `--rows 20000` is the smoke test; `--only ours` skips the
+others. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -188,7 +182,7 @@ class Steps:
         return out
 
 
-def run_ours(texts: pa.Array, bench: list[str], workers: int):
+def run_kernels(texts: pa.Array, bench: list[str], workers: int):
     from tasks.curation.decontaminate import DecontamConfig, find_contamination
     from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
 
@@ -209,25 +203,25 @@ def run_ours(texts: pa.Array, bench: list[str], workers: int):
     return dup, near_full, contam, st.times, extra
 
 
-# ---------------------------------------------------------------- ours, out of core
+# ---------------------------------------------------------------- ours: over parts, within the memory limit
 
 
-def run_out_of_core(data: Path, workers: int, memory_limit: str, dask: str | None):
-    """Keys, exact, near, decontam over the Parquet parts the parent wrote (never all rows in memory)."""
+def run_ours(data: Path, workers: int, limit: int, dask: str | None):
+    """Keys, exact, near, decontam over the Parquet parts the parent wrote, as the pipeline runs them."""
     from tasks.curation import out_of_core as oc
     from tasks.curation.decontaminate import DecontamConfig
     from tasks.curation.near_dedup import NearDedupConfig
 
     meta = json.loads((data / "parts.json").read_text())
     bench = json.loads((data / "bench.json").read_text())
-    cfg = oc.OutOfCoreConfig(memory_limit=memory_limit, threads=workers)
+    cfg = oc.OutOfCoreConfig(memory_limit=limit, threads=workers)
     st = Steps()
     with oc.part_runner(dask, workers) as runner, oc.Workspace(cfg) as ws:
         parts = oc.Parts(meta["files"], [tuple(r) for r in meta["ranges"]])
-        keyed = st.run("keys", oc.add_exact_keys, ws, parts, runner)
-        exact = st.run("exact", lambda: oc.exact_duplicates(ws, keyed, confirm=True))
-        near = st.run("near", lambda: oc.near_duplicates(ws, keyed, exact, NearDedupConfig(workers=workers), runner))
-        contam = st.run("decontam", lambda: oc.contaminated(ws, keyed, [exact, near], {"synth": bench},
+        keys = st.run("keys", oc.add_exact_keys, ws, parts, runner)
+        exact = st.run("exact", lambda: oc.exact_duplicates(ws, keys, texts=parts))
+        near = st.run("near", lambda: oc.near_duplicates(ws, parts, [exact], NearDedupConfig(workers=workers), runner))
+        contam = st.run("decontam", lambda: oc.contaminated(ws, parts, [exact, near], {"synth": bench},
                                                             DecontamConfig(workers=workers), runner))
         rows = meta["rows"]
         dup, near_arr = (np.full(rows, -1, np.int64) for _ in range(2))
@@ -301,7 +295,9 @@ BLOCK_ROWS = 1_000_000  # corpus generated (and planted) block by block beyond t
 
 def save_corpus(out: Path, rows: int, seed: int, bench_problems: int, impls: list[str], part_rows: int) -> None:
     """Arrow IPC of all texts (for the in-memory implementations, rows <= BLOCK_ROWS) and/or Parquet parts
-    (for the out-of-core one), written block by block so the parent never holds a big corpus."""
+    (for ours), written block by block so the parent never holds a big corpus."""
+    from tasks.curation import out_of_core as oc
+
     kinds, srcs, files, ranges = [], [], [], []
     (out / "parts").mkdir()
     for block, start in enumerate(range(0, rows, BLOCK_ROWS)):
@@ -309,16 +305,16 @@ def save_corpus(out: Path, rows: int, seed: int, bench_problems: int, impls: lis
         texts, bench, kind, src = make_corpus(n, seed, bench_problems, block)
         kinds.append(kind)
         srcs.append(np.where(src >= 0, src + start, -1))
-        if set(impls) & {"ours", "datasketch"}:
+        if set(impls) & {"kernels", "datasketch"}:
             assert rows <= BLOCK_ROWS, "the in-memory implementations run up to 1M rows here"
             with pa.OSFile(str(out / "texts.arrow"), "wb") as f, pa.ipc.new_file(f, pa.schema([("t", pa.large_string())])) as w:
                 w.write_table(pa.table({"t": texts}))
-        if "ooc" in impls:
+        if "ours" in impls:
             for s in range(0, n, part_rows):
                 m = min(part_rows, n - s)
                 path = out / "parts" / f"part-{len(files):06d}.parquet"
-                pq.write_table(pa.table({"_ord": pa.array(np.arange(start + s, start + s + m, dtype=np.int64)),
-                                         "text": texts.slice(s, m)}), path)
+                oc.write_part(pa.table({"_ord": pa.array(np.arange(start + s, start + s + m, dtype=np.int64)),
+                                        "text": texts.slice(s, m)}), str(path))  # as ingest writes a part
                 files.append(str(path))
                 ranges.append((start + s, start + s + m - 1))
         del texts
@@ -334,23 +330,20 @@ def load_corpus(data: Path):
     return texts, json.loads((data / "bench.json").read_text()), np.load(data / "kind.npy"), np.load(data / "src.npy")
 
 
-def child(impl: str, data: Path, workers: int, memory_limit: str, dask: str | None) -> dict:
-    if impl == "ooc":
+def child(impl: str, data: Path, workers: int, limit: int, dask: str | None) -> dict:
+    if impl == "ours":
         kind = np.load(data / "kind.npy")
         rows, rss_data = len(kind), _rss_mb("VmRSS")
-        dup, near, contam, times, extra = run_out_of_core(data, workers, memory_limit, dask)
-        np.save(data / "ooc_kept.npy", np.flatnonzero((dup < 0) & (near < 0) & ~contam))
+        dup, near, contam, times, extra = run_ours(data, workers, limit, dask)
     else:
         texts, bench, kind, src = load_corpus(data)
         rows = len(texts)
         if impl == "datasketch":
             texts = texts.to_pylist()
         rss_data = _rss_mb("VmRSS")
-        if impl == "ours":
-            dup, near, contam, times, extra = run_ours(texts, bench, workers)
-            np.save(data / "ours_kept.npy", np.flatnonzero((dup < 0) & (near < 0) & ~contam))
-        else:
-            dup, near, contam, times, extra = run_datasketch(texts, bench)
+        run = run_kernels if impl == "kernels" else run_datasketch
+        dup, near, contam, times, extra = run(texts, bench, workers) if impl == "kernels" else run(texts, bench)
+    np.save(data / f"{impl}_kept.npy", np.flatnonzero((dup < 0) & (near < 0) & ~contam))
     total = sum(times.values())
     planted_near = kind == 2
     reach = (dup < 0) & (near < 0)  # rows that reach decontamination
@@ -372,44 +365,48 @@ def child(impl: str, data: Path, workers: int, memory_limit: str, dask: str | No
     }
 
 
+IMPLS = ("ours", "kernels", "datasketch")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bench-problems", type=int, default=1000)
-    ap.add_argument("--only", help="comma-separated implementations to run: ours, ooc, datasketch "
-                    "(default: all three up to 1M rows, ooc alone beyond)")
-    ap.add_argument("--memory-limit", default="4GB", help="out-of-core path: its memory limit")
-    ap.add_argument("--dask", help="out-of-core path: 'local' (a LocalCluster of --workers) or a scheduler address")
-    ap.add_argument("--child", choices=["ours", "ooc", "datasketch"], help=argparse.SUPPRESS)
+    ap.add_argument("--only", help=f"comma-separated implementations to run: {', '.join(IMPLS)} "
+                    "(default: all three up to 1M rows, ours alone beyond)")
+    ap.add_argument("--memory-limit", help="ours: its memory limit (default: chosen as `klear curate` does)")
+    ap.add_argument("--dask", help="ours: per-part work on 'local' (a LocalCluster of --workers) or a scheduler address")
+    ap.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        print(json.dumps(child(a.child, a.data, a.workers, a.memory_limit, a.dask)))
+        print(json.dumps(child(a.child, a.data, a.workers, int(a.memory_limit), a.dask)))
         return 0
-    from tasks.curation.out_of_core import OutOfCoreConfig
+    from tasks.curation import memory
 
-    impls = a.only.split(",") if a.only else (["ours", "ooc", "datasketch"] if a.rows <= BLOCK_ROWS else ["ooc"])
+    choice = memory.choose_memory_limit(a.memory_limit)
+    impls = a.only.split(",") if a.only else (list(IMPLS) if a.rows <= BLOCK_ROWS else ["ours"])
     results, same_kept = {}, None
     with tempfile.TemporaryDirectory(prefix="bench-curate-") as tmp:
         t = time.perf_counter()
-        save_corpus(Path(tmp), a.rows, a.seed, a.bench_problems, impls, OutOfCoreConfig(a.memory_limit).part_rows)
+        save_corpus(Path(tmp), a.rows, a.seed, a.bench_problems, impls, memory.part_rows(choice.limit))
         print(f"corpus: {a.rows} rows generated in {time.perf_counter() - t:.1f}s", file=sys.stderr)
         for impl in impls:
             cmd = [sys.executable, __file__, "--child", impl, "--data", tmp, "--workers", str(a.workers),
-                   "--memory-limit", a.memory_limit] + (["--dask", a.dask] if a.dask else [])
+                   "--memory-limit", str(choice.limit)] + (["--dask", a.dask] if a.dask else [])
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr)
                 return proc.returncode
             results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
-        if {"ours", "ooc"} <= set(impls):
-            same_kept = np.array_equal(np.load(Path(tmp) / "ours_kept.npy"), np.load(Path(tmp) / "ooc_kept.npy"))
+        if {"ours", "kernels"} <= set(impls):
+            same_kept = np.array_equal(np.load(Path(tmp) / "ours_kept.npy"), np.load(Path(tmp) / "kernels_kept.npy"))
     cols = ["rows_per_s", "seconds", "t_exact", "t_near", "t_decontam", "peak_rss_mb", "data_rss_mb",
             "exact_recall", "near_recall", "near_false", "contam_recall", "contam_false"]
     print(f"{a.rows} rows, {a.workers} workers, seed {a.seed}, {a.bench_problems} benchmark problems, "
-          f"out-of-core memory limit {a.memory_limit}" + (f" on Dask {a.dask}" if a.dask else ""))
+          f"ours: {choice.line()}" + (f" on Dask {a.dask}" if a.dask else ""))
     print(f"{'':>12}" + "".join(f"{c:>14}" for c in cols))
     for impl, r in results.items():
         print(f"{impl:>12}" + "".join(f"{r[c]:>14.3f}" if isinstance(r[c], float) else f"{r[c]:>14}" for c in cols))
@@ -417,9 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{impl:>10}: peak RSS MB per step: " + ", ".join(
             f"{k[5:]} {v:.0f}" for k, v in r.items() if k.startswith("peak_") and k != "peak_rss_mb")
               + "; CPU s per step: " + ", ".join(f"{k[4:]} {v:.1f}" for k, v in r.items() if k.startswith("cpu_")))
-    if "ooc" in results:
-        print(f"out of core: peak RSS over the whole run {results['ooc']['peak_rss_mb']:.0f} MB "
-              f"(limit {a.memory_limit})" + ("" if same_kept is None else f"; same kept set as in memory: {same_kept}"))
+    if "ours" in results:
+        print(f"ours: peak RSS over the whole run {results['ours']['peak_rss_mb']:.0f} MB (limit "
+              f"{choice.limit / 2**30:.1f} GiB)" + ("" if same_kept is None else f"; same kept rows as the kernels: {same_kept}"))
     if {"ours", "datasketch"} <= set(results):
         o, d = results["ours"], results["datasketch"]
         print(f"ours/datasketch: throughput x{o['rows_per_s'] / d['rows_per_s']:.1f}, "

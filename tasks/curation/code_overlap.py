@@ -2,7 +2,7 @@
 benchmark problem, whatever its statement says (a reworded statement defeats the n-gram check in
 decontaminate.py; identical tests do not lie).
 
-Cases. Each row's `tests` are read by the one tests parser (sandbox.testcases.parse_tests), so every
+Cases. Each row's `tests` are read by the one tests parser (sandbox.testcases.parse_test_suite), so every
 form counts the way it runs, and each test becomes one normalised case:
   - stdin/stdout: ("io", input, output) with every run of whitespace (newlines included) collapsed to one
     space and both ends stripped, so "1  2\\r\\n" and "1 2" are one case (the stdout comparison ignores
@@ -84,6 +84,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox.testcases import ASSERT, CALL, InvalidTests, UnjudgeableTests, parse_test_suite
 from tasks.curation import ngrams as ng
 
 log = logging.getLogger(__name__)
@@ -192,13 +193,11 @@ def _raw_asserts(snippets: Any) -> list[ast.expr]:
 def normalised_cases(tests: Any) -> list[Case]:
     """The normalised cases of a `tests` value (dict or JSON text), in test order; [] when absent or
     unusable (a row without usable tests has nothing to compare)."""
-    from sandbox.testcases import ASSERT, CALL, InvalidTests, UnjudgeableTests, parse_tests
-
     if tests is None or (isinstance(tests, str) and not tests.strip()):
         return []
     try:
         try:
-            suite = parse_tests(tests)
+            suite = parse_test_suite(tests)
         except UnjudgeableTests:
             raw = json.loads(tests) if isinstance(tests, str) else tests
             return [_assert_case(t) for t in _raw_asserts(raw.get("assert_code"))] if isinstance(raw, Mapping) else []

@@ -9,7 +9,7 @@ Undated rows (no `date`: None or blank text, see `is_undated`): `undated="keep"`
 and the count is reported, since most sources (math sets, synthetic code) carry no date and dropping them
 would drop whole sources; their copies of benchmark problems are the n-gram and test-overlap checks' to
 catch. `undated="drop"` drops them as `after_cutoff` too, for a strict time split where only dated rows
-can be trusted. Both pipelines count the undated rows kept with `is_undated`, the test `after_cutoff`
+can be trusted. The pipeline counts the undated rows kept with `is_undated`, the test `after_cutoff`
 applies, so the count and the cut agree.
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ def check_cutoff_date(value: str) -> str:
 
 def is_undated(value: str | None) -> bool:
     """Whether a row's `date` value means no date: None, or text that is empty or blank. Both arrive for one
-    thing: the in-memory rows carry None (ingest's iso_date turns absent and blank dates into None), while a
+    thing: a canonical row carries None (ingest's iso_date turns absent and blank dates into None), while a
     date column read back from Parquet or another tool may hold "" for a missing value; treating them alike
-    keeps the cutoff, `undated`, and the undated-kept count of both pipelines the same."""
+    keeps the cutoff, `undated`, and the undated-kept count the same whichever way a row arrives."""
     return value is None or (isinstance(value, str) and not value.strip())
 
 

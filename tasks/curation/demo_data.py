@@ -41,14 +41,7 @@ Why this task:
   (accuracy on hard problems) on the benchmark, on top of what reward feedback does to the slips.
   Keep `flaw_rate` <= 0.5: sampling at temperature < 1 sharpens a majority choice, so above 0.5 the
   evaluation would see the flaw more often than the data has it.
-- Measured (scratch probe, not shipped): a 2-layer d=128 Llama (0.6M parameters, byte-level BPE with
-  single digits), batch 32, lr 3e-3 cosine, one contended CPU thread at ~1 s/step. Benchmark avg@4 at
-  temperature 0.6: base 0%; SFT 28% after 450 steps (4.8 epochs), 38% after 600, 58% after 750, 62%
-  after 900, with 30-45% early stops on hard problems. GRPO-style RL from the 900-step model (16 prompts x
-  8 rollouts at temperature 1, lr 1e-4, +0.1 NLL on correct rollouts, ~6 s/step): 75% after 20 steps,
-  80% after 40, 81% after 60; early stops on 2-3 operation problems fall to ~0. With hard_ops=3,
-  flaw_rate=0.4 instead: SFT 68%, RL 86% after 20 steps, but noisier. Accuracy jumps between 3 and 6
-  epochs (6% at 300 steps), so an SFT budget should cover at least ~5 epochs of these rows.
+- How these parameters were chosen (a scratch probe's SFT and RL curves): docs/benchmarks.md.
 - The benchmark draws from the same distribution (same templates, same difficulty mix) but its number
   sequences never occur in training and no training problem shares a 7-word phrase with it, so held-out
   avg@k measures the skill, not memory.

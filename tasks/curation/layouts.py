@@ -33,6 +33,7 @@ import zlib
 from typing import Any, Callable, Mapping
 
 from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date
+from tasks.grading.math_answers import last_boxed
 
 Layout = Callable[[Mapping[str, Any]], dict[str, Any]]
 LAYOUTS: dict[str, Layout] = {}
@@ -181,23 +182,11 @@ def with_starter_code(problem: str | None, starter_code: Any) -> str | None:
     return f"{problem.rstrip()}\n\nStarter code:\n{python_block(starter_code)}"
 
 
-def last_boxed(text: Any) -> str | None:
-    """The content of the last \\boxed{...} in `text` (braces balanced), or None."""
-    if not isinstance(text, str):
-        return None
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    begin = start + len("\\boxed{")
-    depth = 1
-    for i in range(begin, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[begin:i].strip() or None
-    return None
+def boxed_answer(text: Any) -> str | None:
+    """A reference answer read from a solution: its last \\boxed{} (grading's reader), stripped; None
+    when there is none or it is blank."""
+    boxed = last_boxed(text)
+    return (boxed.strip() or None) if boxed is not None else None
 
 
 def think_markers_to_tags(text: str | None) -> str | None:
@@ -338,7 +327,7 @@ def numina(row: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(answer, str) and answer.strip().lower() in _NUMINA_NO_ANSWER:
             answer = None
     else:
-        answer = last_boxed(solution)
+        answer = boxed_answer(solution)
     return {"problem": f.text("problem", required=True), "response": solution, "answer": answer,
             "domain": "math",
             "meta": meta(problem_type=f.get("problem_type"), question_type=f.get("question_type"),
@@ -465,7 +454,7 @@ def openthoughts(row: Mapping[str, Any]) -> dict[str, Any]:
     tests = f.json("test_cases") if domain == "code" else None
     return {"problem": with_starter_code(problem, f.get("starter_code")),
             "response": think_markers_to_tags(response), "tests": tests or None, "domain": domain,
-            "answer": last_boxed(f.get("ground_truth_solution")) if domain != "code" else None,
+            "answer": boxed_answer(f.get("ground_truth_solution")) if domain != "code" else None,
             "meta": meta(origin=f.get("source"), difficulty=f.get("difficulty"))}
 
 

@@ -19,7 +19,7 @@ and regex work only touches non-ASCII rows: NFKC is the identity on ASCII), and 
 in the UTF-8 byte buffer, reads each token as unaligned 8-byte words and combines hashes with shifted
 slices. No Python loop runs per row or per token. Callers chunk big inputs (``imap_chunks``) so memory
 stays bounded; numpy and pyarrow release the GIL, so chunks run on threads. Chunks of ~1K rows (~400 KB
-of text) keep the byte-wide temporaries in cache: measured 1.5-2x faster than 16K-row chunks.
+of text) keep the byte-wide temporaries in cache, faster than larger chunks (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _token_runs(data: np.ndarray, offsets: np.ndarray, kind: str) -> tuple[np.nd
     """Byte [start, end) of every maximal run of token bytes, never crossing a document boundary.
 
     Byte-wide boolean passes plus two flatnonzero: cheaper here than one flatnonzero followed by int64
-    bookkeeping on the edge list (measured 2.3x slower).
+    bookkeeping on the edge list (docs/benchmarks.md).
     """
     if len(data) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -295,8 +295,8 @@ def sequence_hashes(tokens: Tokens) -> np.ndarray:
 
 
 def unique(a: np.ndarray) -> np.ndarray:
-    """Sorted distinct values. np.unique in numpy 2.4 takes a hash-table path that measured 60x slower
-    than sorting here (8.8 s vs 0.15 s on 3M int64), so every caller uses this instead."""
+    """Sorted distinct values, by sorting: np.unique in numpy 2.4 takes a hash-table path that is far
+    slower on int64 hashes (docs/benchmarks.md), so every caller uses this instead."""
     s = np.sort(a)
     return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
 

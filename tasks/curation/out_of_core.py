@@ -1,28 +1,32 @@
-"""Out-of-core dedup and decontamination: the same rules as exact_dedup.py, near_dedup.py and
-decontaminate.py, over Parquet parts on disk, with memory bounded by a setting instead of the input size.
+"""Rows on disk: the run's workspace, the runners of per-part work, and the dedup and decontamination rules
+of exact_dedup.py, near_dedup.py and decontaminate.py over Parquet parts, within a memory limit.
 
-Input: `Parts`, Parquet files of bounded size holding `_ord` (int64, the global order: earlier wins), a
-text column and (for exact dedup) a key column. Work that reads text runs per part (`LocalRunner` in this
-process, or `DaskRunner` on Dask workers: `part_runner`); everything that groups across parts is a DuckDB
-query with `memory_limit` set, spilling to the run's directory.
+Input: `Parts`, Parquet files of bounded size holding `_ord` (int64, the global order: earlier wins) and a
+text column. Work that reads text runs per part (`LocalRunner` in this process, or `DaskRunner` on Dask
+workers: `part_runner`); what groups across parts is a DuckDB query under its share of the limit
+(memory.py), spilling to the run's directory.
 
 1. exact dedup: rows with equal keys are duplicates of the row with the smallest `_ord`
-       SELECT key, min(_ord) FROM rows GROUP BY key HAVING count(*) > 1
-   then, when the key is a hash (`confirm=True`), every pair is confirmed on the normalised text.
-2. near dedup, on the rows exact dedup kept: per part, MinHash signatures of the shingle sets and their
-   LSH band keys (near_dedup.band_keys); per band, DuckDB groups the keys: in each bucket of ≥ 2 rows,
-   by `_ord`, edges head → member and previous → member (near_dedup.band_edges' rule); the edges'
-   endpoints get their signatures recomputed (per part, only those rows), the estimated Jaccard is
-   checked, pairs within the margin get the exact Jaccard, verified pairs the numbers rule, and the
-   connected components of what is left keep their smallest `_ord` (as near_duplicate_of).
+       SELECT key, min(_ord) FROM keys GROUP BY key HAVING count(*) > 1
+   and when the keys are hashes of the text (`add_exact_keys`), every pair is confirmed on the
+   normalised text.
+2. near dedup, on the rows not dropped before: when their estimated working set fits in the limit's share
+   (memory.near_whole_bytes), near_dedup.near_duplicate_of on all of them as one array, in one task.
+   Otherwise per part MinHash signatures and their LSH band keys (near_dedup.band_keys); per band, DuckDB
+   groups the keys: in each bucket of ≥ 2 rows, by `_ord`, edges head → member and previous → member
+   (near_dedup.band_edges' rule); the edges' endpoints get their signatures recomputed (per part, only
+   those rows), the estimated Jaccard is checked, pairs within the margin get the exact Jaccard, verified
+   pairs the numbers rule, and the connected components keep their smallest `_ord`. Both ways find the
+   same pairs (tests/curation/test_out_of_core.py).
 3. decontamination, on the rows near dedup kept: per part, the rows' benchmark k-gram document
-   frequencies and candidate rows (decontaminate.Decontaminator.scan); summed, they fix the training-side
-   boilerplate; then the candidates' texts are checked (Decontaminator.check).
+   frequencies and candidate rows (decontaminate.Decontaminator.scan), the candidates' texts written
+   aside; summed, the frequencies fix the training-side boilerplate; then the candidates are checked
+   (Decontaminator.check), a batch at a time.
 
-Memory: DuckDB gets half of `memory_limit`; Python work holds one part at a time (per worker), plus
-arrays that grow with the rows dropped or flagged, not with all rows: the `_ord`s of earlier drops per
-step (8 bytes each), the verified near-duplicate edges and their components (~40 bytes per near
-duplicate), decontamination's candidate rows (8 bytes each). Measured in bench/curate.py.
+Memory: Python work holds one part at a time (per worker), or near dedup's one array when it fits, plus
+arrays that grow with the rows dropped or flagged, not with all rows: the `_ord`s of earlier drops (8 bytes
+each), the verified near-duplicate edges and their components (~40 bytes per near duplicate),
+decontamination's candidate rows (8 bytes each).
 """
 from __future__ import annotations
 
@@ -40,8 +44,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.curation import ngrams as ng
+from tasks.curation import memory
 from tasks.curation import near_dedup as nd
+from tasks.curation import ngrams as ng
 from tasks.curation.decontaminate import DecontamConfig, Decontaminator
 from tasks.curation.exact_dedup import exact_keys, same_normalized
 
@@ -64,8 +69,8 @@ def lit(value: object) -> str:
 
 
 def read(paths: list) -> str:
-    """SQL reading the Parquet files `paths` as one table."""
-    return "read_parquet([" + ", ".join(lit(p) for p in paths) + "])"
+    """SQL reading the Parquet files `paths` as one table (columns matched by name)."""
+    return "read_parquet([" + ", ".join(lit(p) for p in paths) + "], union_by_name = true)"
 
 
 GLOB_CHARACTERS = "*?[]{}"  # DuckDB reads a Parquet path as a glob pattern
@@ -82,30 +87,29 @@ def check_work_dir(path: str) -> str:
 
 @dataclass(frozen=True)
 class OutOfCoreConfig:
-    memory_limit: str = "4GB"  # peak memory of the whole run, roughly: DuckDB half, one part per worker the rest
-    batch_rows: int | None = None  # rows per part; None: from the limit (~4 KB of working memory per row in a
-    #   part: text, token hashes, shingles, signatures), between 10K and 200K (200K parts already amortise
-    #   DuckDB and worker start-up; bigger ones only raise the peak)
+    memory_limit: str | int = "4GB"  # peak memory of the whole run, roughly (a size, or bytes): memory.py
+    batch_rows: int | None = None  # rows per part; None: memory.part_rows of the limit
     work_dir: str | None = None  # where the run's directory of parts and spill files goes (removed afterwards);
     #   on a Dask cluster a path every worker can reach; None: the system's temporary directory
     threads: int = 2  # DuckDB threads and tokenisation threads per part; the machine has 2 cores
-    batch_bytes: int | None = None  # bytes of row text per part; None: from the limit (part_bytes)
+    batch_bytes: int | None = None  # bytes of row text per part; None: memory.part_bytes of the limit
+    whole_bytes: int | None = None  # near dedup on one array up to this estimated working set; None: from the limit
 
     @property
     def limit_bytes(self) -> int:
-        return parse_size(self.memory_limit)
+        return self.memory_limit if isinstance(self.memory_limit, int) else parse_size(self.memory_limit)
 
     @property
     def part_rows(self) -> int:
-        if self.batch_rows:
-            return self.batch_rows
-        return int(min(200_000, max(10_000, self.limit_bytes // 2 // 4096)))
+        return self.batch_rows or memory.part_rows(self.limit_bytes)
 
     @property
     def part_bytes(self) -> int:
-        """A part is also cut at this much row text (a long chain of thought is ~100x a problem): 1/16 of
-        the limit, so its Python rows (~2x the text) and Arrow copy stay well inside the half DuckDB leaves."""
-        return self.batch_bytes or max(16 * 2**20, self.limit_bytes // 16)
+        return self.batch_bytes or memory.part_bytes(self.limit_bytes)
+
+    @property
+    def near_whole_limit(self) -> int:
+        return self.limit_bytes // memory.WHOLE_SHARE if self.whole_bytes is None else self.whole_bytes
 
 
 class Workspace:
@@ -120,7 +124,7 @@ class Workspace:
         self.root = Path(tempfile.mkdtemp(prefix="klear-curate-", dir=config.work_dir))
         try:
             self.con = duckdb.connect(str(self.root / "work.duckdb"))
-            self.con.execute(f"SET memory_limit = '{config.limit_bytes // 2 // 2**20}MiB'")
+            self.con.execute(f"SET memory_limit = '{max(16, memory.duckdb_bytes(config.limit_bytes) // 2**20)}MiB'")
             self.con.execute(f"SET temp_directory = {lit(self.root / 'spill')}")
             self.con.execute(f"SET threads = {max(1, config.threads)}")
             self.con.execute("SET preserve_insertion_order = false")
@@ -155,6 +159,10 @@ class Workspace:
         ords = np.sort(self.column(f"SELECT {column} FROM {table}"))
         return [ords[np.searchsorted(ords, lo): np.searchsorted(ords, hi, side="right")] for lo, hi in parts.ranges]
 
+    def skip(self, parts: "Parts", drops: list) -> list[np.ndarray]:
+        """Per part, the sorted `_ord`s listed in the Parquet files `drops` (rows earlier steps dropped)."""
+        return self.ords_by_part(parts, read(drops)) if drops else [np.zeros(0, np.int64) for _ in parts.files]
+
     def column(self, sql: str) -> np.ndarray:
         out = [b.column(0).to_numpy() for b in self.batches(sql)]
         return np.concatenate(out) if out else np.zeros(0, np.int64)
@@ -167,41 +175,63 @@ class Parts:
     files: list[str]
     ranges: list[tuple[int, int]]
     text: str = "text"
-    key: str = "key"
 
     @property
     def sql(self) -> str:
-        return read(self.files) if self.files else \
-            f"(SELECT NULL::BIGINT AS {ORD}, NULL::VARCHAR AS {self.key}, NULL::VARCHAR AS {self.text} LIMIT 0)"
+        return read(self.files) if self.files else f"(SELECT NULL::BIGINT AS {ORD}, NULL::VARCHAR AS {self.text} LIMIT 0)"
+
+    def size(self) -> tuple[int, int]:
+        """(rows, uncompressed bytes of the text column), from the files' Parquet metadata."""
+        rows = nbytes = 0
+        for f in self.files:
+            md = pq.read_metadata(f)
+            rows += md.num_rows
+            for g in range(md.num_row_groups):
+                group = md.row_group(g)
+                nbytes += sum(group.column(c).total_uncompressed_size for c in range(group.num_columns)
+                              if group.column(c).path_in_schema == self.text)
+        return rows, nbytes
 
 
-def write_parts(batches: Iterator[pa.Table], out: Path, text: str = "text", key: str = "key") -> Parts:
+def text_file(part: str) -> str:
+    """The part's Arrow IPC file of (`_ord`, text), one record batch: the steps memory-map it, so a text
+    read by several steps is never decoded or copied (DuckDB reads the Parquet part)."""
+    return str(Path(part).with_suffix(".arrow"))
+
+
+def write_text_file(part: str, ords: pa.Array, texts: pa.Array, text: str = "text") -> None:
+    batch = pa.record_batch({ORD: ords, text: texts.cast(pa.large_string())})
+    with pa.OSFile(text_file(part), "wb") as f, pa.ipc.new_file(f, batch.schema) as w:
+        w.write_batch(batch)
+
+
+def write_part(t: pa.Table, path: str, text: str = "text") -> None:
+    """A part of (`_ord`, text): Parquet (uncompressed: random text hardly compresses) and its text file."""
+    pq.write_table(t, path, compression="none")
+    write_text_file(path, t.column(ORD).combine_chunks(), t.column(text).combine_chunks(), text)
+
+
+def write_parts(batches: Iterator[pa.Table], out: Path, text: str = "text") -> Parts:
     """Write tables (each with an `_ord` column, ascending across tables) as numbered parts."""
     files, ranges = [], []
     for i, t in enumerate(batches):
         if t.num_rows == 0:
             continue
-        path = out / f"part-{i:06d}.parquet"
-        pq.write_table(t, path)
+        path = str(out / f"part-{i:06d}.parquet")
+        write_part(t, path, text)
         o = t.column(ORD)
-        files.append(str(path))
+        files.append(path)
         ranges.append((int(o[0].as_py()), int(o[-1].as_py())))
-    return Parts(files, ranges, text, key)
+    return Parts(files, ranges, text)
 
 
-def parts_from_array(texts: pa.Array, ws: Workspace, keys: np.ndarray | None = None) -> Parts:
+def parts_from_array(texts: pa.Array, ws: Workspace) -> Parts:
     """An in-memory text array (`_ord` = index) as parts (benches and tests)."""
     arr = ng.to_arrow(texts)
     n, step = len(arr), ws.config.part_rows
-
-    def gen():
-        for s in range(0, n, step):
-            cols = {ORD: pa.array(np.arange(s, min(n, s + step), dtype=np.int64)), "text": arr.slice(s, step)}
-            if keys is not None:
-                cols["key"] = pa.array(keys[s: s + step])
-            yield pa.table(cols)
-
-    return write_parts(gen(), ws.dir("rows"))
+    gen = (pa.table({ORD: pa.array(np.arange(s, min(n, s + step), dtype=np.int64)), "text": arr.slice(s, step)})
+           for s in range(0, n, step))
+    return write_parts(gen, ws.dir("rows"))
 
 
 # ------------------------------------------------------------------------------------------ runners
@@ -260,44 +290,79 @@ def part_runner(dask: str | None, workers: int = 2, connect_timeout: str = "15s"
         yield DaskRunner(client)
 
 
+def _read_part(path: str, text: str, keep: np.ndarray | None = None, drop: np.ndarray | None = None):
+    """(`_ord`s, texts as one large_string array) of a part's rows in `keep` (all when None), not in `drop`;
+    from the part's memory-mapped text file, or its Parquet file when it has none."""
+    if Path(text_file(path)).exists():
+        t = pa.ipc.open_file(pa.memory_map(text_file(path))).read_all()
+    else:
+        t = pq.read_table(path, columns=[ORD, text])
+    ords = t.column(ORD).to_numpy()
+    mask = np.ones(len(ords), bool)
+    if drop is not None and len(drop):
+        mask &= ~np.isin(ords, drop)
+    if keep is not None:
+        mask &= np.isin(ords, keep)
+    texts = ng.to_arrow(t.column(text))
+    if mask.all():
+        return ords, texts
+    idx = np.flatnonzero(mask)
+    return ords[idx], texts.take(pa.array(idx))
+
+
 # ------------------------------------------------------------------------------------------ exact
 
 
 def key_part(path: str, text: str, out: str) -> int:
-    """The part with an exact-dedup `key` column (exact_keys: a hash of the normalised text) added."""
-    t = pq.read_table(path)
-    pq.write_table(t.append_column("key", pa.array(exact_keys(t.column(text)).view(np.int64))), out)
-    return t.num_rows
+    """(`_ord`, `key`) of a part's rows, the key a hash of the normalised text (exact_keys), → `out`."""
+    ords, texts = _read_part(path, text)
+    pq.write_table(pa.table({ORD: ords, "key": exact_keys(texts).view(np.int64)}), out)
+    return len(ords)
 
 
-def add_exact_keys(ws: Workspace, parts: Parts, runner=None) -> Parts:
-    """For texts without a content id: parts with a hash key of the normalised text (confirm=True then)."""
-    out = [str(ws.dir("keyed") / Path(f).name) for f in parts.files]
+def add_exact_keys(ws: Workspace, parts: Parts, runner=None) -> str:
+    """SQL (`_ord`, `key`) of every row, for texts without a content id: exact_duplicates then confirms
+    each pair on the text (texts=parts)."""
+    out = [str(ws.dir("keys") / Path(f).name) for f in parts.files]
     list((runner or LocalRunner()).map(key_part, [(f, parts.text, o) for f, o in zip(parts.files, out)]))
-    return Parts(out, parts.ranges, parts.text, "key")
+    return read(out) if out else f"(SELECT NULL::BIGINT AS {ORD}, NULL::BIGINT AS key LIMIT 0)"
 
 
-def exact_duplicates(ws: Workspace, parts: Parts, *, confirm: bool) -> Path:
-    """Parquet (`_ord`, `dup_of`) of every exact duplicate (dup_of = smallest `_ord` with its key)."""
+def exact_duplicates(ws: Workspace, keys: str, texts: Parts | None = None) -> Path:
+    """Parquet (`_ord`, `dup_of`) of every exact duplicate among the rows of `keys` (SQL with `_ord`, `key`):
+    dup_of = the smallest `_ord` with its key. With `texts` (keys that are hashes), every pair is confirmed
+    on the normalised text, so a hash collision never drops a row."""
     out = ws.root / "exact.parquet"
     ws.con.execute(f"""
         CREATE OR REPLACE TABLE exact_pairs AS
-        WITH heads AS (SELECT {parts.key} AS k, min({ORD}) AS head FROM {parts.sql}
-                       GROUP BY {parts.key} HAVING count(*) > 1)
-        SELECT r.{ORD} AS {ORD}, h.head AS dup_of FROM {parts.sql} r JOIN heads h ON r.{parts.key} = h.k
-        WHERE r.{ORD} <> h.head""")
-    if confirm:  # hash keys: equal keys must mean equal normalised text (a collision never drops a row)
-        wrong = []
-        for b in ws.batches(f"""SELECT p.{ORD}, a.{parts.text} AS ta, b.{parts.text} AS tb FROM exact_pairs p
-                                JOIN {parts.sql} a ON a.{ORD} = p.{ORD} JOIN {parts.sql} b ON b.{ORD} = p.dup_of"""):
-            ok = same_normalized(b.column(1), b.column(2))
-            wrong.append(b.column(0).to_numpy()[~ok])
-        bad = np.concatenate(wrong) if wrong else np.zeros(0, np.int64)
+        WITH k AS (SELECT {ORD}, key FROM {keys}),
+             heads AS (SELECT key, min({ORD}) AS head FROM k GROUP BY key HAVING count(*) > 1)
+        SELECT k.{ORD} AS {ORD}, h.head AS dup_of FROM k JOIN heads h ON k.key = h.key WHERE k.{ORD} <> h.head""")
+    if texts is not None:
+        pairs = [(b.column(0).to_numpy(), b.column(1).to_numpy()) for b in ws.batches(f"SELECT {ORD}, dup_of FROM exact_pairs")]
+        bad = _not_equal(ws, texts, *(np.concatenate([p[k] for p in pairs] or [np.zeros(0, np.int64)]) for k in (0, 1)))
         if len(bad):
             ws.con.execute("DELETE FROM exact_pairs WHERE list_contains(?, _ord)", [bad.tolist()])
     ws.con.execute(f"COPY (SELECT * FROM exact_pairs ORDER BY {ORD}) TO {lit(out)} (FORMAT parquet)")
     ws.con.execute("DROP TABLE exact_pairs")
     return out
+
+
+def _not_equal(ws: Workspace, texts: Parts, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """The rows i[p] whose normalised text differs from row j[p]'s, checked a chunk of pairs at a time (their
+    texts gathered from the parts: at most an eighth of the memory limit)."""
+    rows, nbytes = texts.size()
+    step = max(1_000, ws.config.limit_bytes // 8 // max(1, 2 * nbytes // max(1, rows)))
+    bad = [np.zeros(0, np.int64)]
+    for s in range(0, len(i), step):
+        ends = ng.unique(np.concatenate([i[s:s + step], j[s:s + step]]))
+        got = [_read_part(f, texts.text, keep=ends[np.searchsorted(ends, lo):np.searchsorted(ends, hi, side="right")])
+               for f, (lo, hi) in zip(texts.files, texts.ranges)]
+        o = np.concatenate([g[0] for g in got])
+        t = pa.concat_arrays([g[1] for g in got])
+        a, b = pa.array(np.searchsorted(o, i[s:s + step])), pa.array(np.searchsorted(o, j[s:s + step]))
+        bad.append(i[s:s + step][~same_normalized(t.take(a), t.take(b))])
+    return np.concatenate(bad)
 
 
 # ------------------------------------------------------------------------------------------ near
@@ -314,16 +379,25 @@ class _NearJob:
         return self.bands * self.rows
 
 
-def _read_part(path: str, text: str, keep: np.ndarray | None = None, drop: np.ndarray | None = None):
-    t = pq.read_table(path, columns=[ORD, text])
-    ords = t.column(ORD).to_numpy()
-    mask = np.ones(len(ords), bool)
-    if drop is not None and len(drop):
-        mask &= ~np.isin(ords, drop)
-    if keep is not None:
-        mask &= np.isin(ords, keep)
-    idx = np.flatnonzero(mask)
-    return ords[idx], ng.to_arrow(t.column(text)).take(pa.array(idx))
+def _pairs(ords: np.ndarray, dup_of: np.ndarray) -> pa.Table:
+    return pa.table({ORD: pa.array(ords, pa.int64()), "dup_of": pa.array(dup_of, pa.int64())})
+
+
+def near_whole(files: list[str], text: str, skip: list[np.ndarray], config: nd.NearDedupConfig, out: str) -> int:
+    """near_dedup.near_duplicate_of over the rows of all `files` not in `skip`, as one array: (`_ord`,
+    `dup_of`) pairs → `out`; the number of rows."""
+    ords, texts = [], []
+    for f, s in zip(files, skip):
+        o, t = _read_part(f, text, drop=s)
+        ords.append(o)
+        texts.append(t)
+    ords = np.concatenate(ords) if ords else np.zeros(0, np.int64)
+    arr = texts[0] if len(texts) == 1 else pa.concat_arrays(texts) if texts else pa.array([], pa.large_string())
+    del texts
+    dup = nd.near_duplicate_of(arr, config)
+    sel = np.flatnonzero(dup >= 0)
+    pq.write_table(_pairs(ords[sel], ords[dup[sel]]), out)
+    return len(ords)
 
 
 def _signatures(texts: pa.Array, job: _NearJob) -> tuple[np.ndarray, np.ndarray]:
@@ -335,13 +409,13 @@ def _signatures(texts: pa.Array, job: _NearJob) -> tuple[np.ndarray, np.ndarray]
 
 
 def band_part(path: str, text: str, drop: np.ndarray, job: _NearJob, out: str) -> int:
-    """Band keys (`_ord`, b0..b{B-1}; signed int64 bit patterns) of a part's rows with shingles."""
+    """Band keys (`_ord`, b0..b{B-1}; signed int64 bit patterns) of a part's rows with shingles; the rows read."""
     ords, texts = _read_part(path, text, drop=drop)
     sig, nonempty = _signatures(texts, job)
     keys = nd.band_keys(sig[nonempty], job.bands, job.rows, job.config.seed).view(np.int64)
     cols = {ORD: pa.array(ords[nonempty])} | {f"b{b}": pa.array(keys[:, b]) for b in range(job.bands)}
     pq.write_table(pa.table(cols), out)
-    return int(nonempty.sum())
+    return len(ords)
 
 
 def signature_part(path: str, text: str, keep: np.ndarray, job: _NearJob, out: str) -> int:
@@ -359,20 +433,23 @@ def _sig_matrix(col: pa.Array, k: int) -> np.ndarray:
     return np.frombuffer(col.buffers()[1], np.uint32, count=len(col) * k, offset=col.offset * 4 * k).reshape(-1, k)
 
 
-def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.NearDedupConfig,
-                    runner=None) -> Path:
-    """Parquet (`_ord`, `dup_of`) of every near duplicate among the rows not listed in `drop`."""
+def near_duplicates(ws: Workspace, parts: Parts, drop: list[Path], config: nd.NearDedupConfig,
+                    runner=None, on_part: Callable[[int], None] = lambda rows: None) -> Path:
+    """Parquet (`_ord`, `dup_of`) of every near duplicate among the rows not listed in the files `drop`;
+    `on_part` gets the rows of each part as it is done (all rows at once on one array)."""
     runner = runner or LocalRunner()
+    skip = ws.skip(parts, drop)
+    out = ws.root / "near.parquet"
+    if not parts.files or memory.near_whole_bytes(*parts.size()) <= ws.config.near_whole_limit:
+        for rows in runner.map(near_whole, [(parts.files, parts.text, skip, config, str(out))]):
+            on_part(rows)
+        return out
     bands, rows = nd.lsh_params(config.threshold, config.num_perm, config.fp_weight)
     job = _NearJob(config, bands, rows)
-    skip = ws.ords_by_part(parts, read([drop])) if drop else [None] * len(parts.files)
     band_dir, sig_dir = ws.dir("bands"), ws.dir("sigs")
     band_files = [str(band_dir / Path(f).name) for f in parts.files]
-    list(runner.map(band_part, [(f, parts.text, s, job, o) for f, s, o in zip(parts.files, skip, band_files)]))
-    out = ws.root / "near.parquet"
-    if not band_files:
-        pq.write_table(pa.table({ORD: pa.array([], pa.int64()), "dup_of": pa.array([], pa.int64())}), out)
-        return out
+    for rows in runner.map(band_part, [(f, parts.text, s, job, o) for f, s, o in zip(parts.files, skip, band_files)]):
+        on_part(rows)
     bands_sql = read(band_files)
     # candidate edges, band by band: head -> member and previous -> member within each bucket, by _ord
     ws.con.execute("CREATE OR REPLACE TABLE edges (i BIGINT, j BIGINT)")
@@ -429,45 +506,43 @@ def near_duplicates(ws: Workspace, parts: Parts, drop: Path | None, config: nd.N
     nodes = ng.unique(np.concatenate([i, j]))  # sorted: compact label order = _ord order
     label = nd.components(len(nodes), np.searchsorted(nodes, i), np.searchsorted(nodes, j))
     dup = label != np.arange(len(nodes))
-    pq.write_table(pa.table({ORD: pa.array(nodes[dup]), "dup_of": pa.array(nodes[label[dup]])}), out)
+    pq.write_table(_pairs(nodes[dup], nodes[label[dup]]), out)
     return out
 
 
 # ------------------------------------------------------------------------------------------ decontamination
 
 
-def scan_part(path: str, text: str, drop: np.ndarray | None, dec: Decontaminator) -> tuple[np.ndarray, np.ndarray, int]:
-    """(k-gram document frequencies, candidate `_ord`s, rows scanned) of a part's rows not in `drop`."""
+def scan_part(path: str, text: str, drop: np.ndarray | None, dec: Decontaminator, out: str) -> tuple[np.ndarray, int]:
+    """(k-gram document frequencies, rows scanned) of a part's rows not in `drop`; the candidate rows'
+    (`_ord`, text) → `out`, for the check once every part is scanned."""
     ords, texts = _read_part(path, text, drop=drop)
     df, cand = dec.scan(texts)
-    return df, ords[cand], len(ords)
+    pq.write_table(pa.table({ORD: pa.array(ords[cand]), "t": texts.take(pa.array(cand))}), out)
+    return df, len(ords)
 
 
 def contaminated(ws: Workspace, parts: Parts, drop: list[Path], benchmarks: dict[str, list[str]],
-                 config: DecontamConfig, runner=None) -> Path:
-    """Parquet (`_ord`, `benchmark`, `ngram`) of the contaminated rows among those not listed in `drop`."""
+                 config: DecontamConfig, runner=None, on_part: Callable[[int], None] = lambda rows: None) -> Path:
+    """Parquet (`_ord`, `benchmark`, `ngram`) of the contaminated rows among those not listed in `drop`;
+    `on_part` gets the rows of each part as it is scanned."""
     runner = runner or LocalRunner()
-    out = ws.root / "contaminated.parquet"
-    skip = ws.ords_by_part(parts, read(drop)) if drop else [None] * len(parts.files)
+    out = ws.root / "ngram-hits.parquet"
     dec = Decontaminator(benchmarks, config)
-    df, cands, rows = np.zeros(len(dec.bench_k), np.int64), [], 0
-    for part_df, part_cand, n in runner.map(scan_part, [(f, parts.text, s, dec) for f, s in zip(parts.files, skip)]):
+    df, rows = np.zeros(len(dec.bench_k), np.int64), 0
+    cand_files = [str(ws.dir("candidates") / Path(f).name) for f in parts.files]
+    scans = [(f, parts.text, s, dec, o) for f, s, o in zip(parts.files, ws.skip(parts, drop), cand_files)]
+    for part_df, n in runner.map(scan_part, scans):
         df += part_df
-        cands.append(part_cand)
         rows += n
+        on_part(n)
     dec.finish(df, rows)
-    cand = np.sort(np.concatenate(cands)) if cands else np.zeros(0, np.int64)
     schema = pa.schema([(ORD, pa.int64()), ("benchmark", pa.string()), ("ngram", pa.string())])
     with pq.ParquetWriter(out, schema) as w:
-        if len(cand):
-            ws.con.register("cand_ords", pa.table({ORD: pa.array(cand)}))
-            ws.con.execute(f"CREATE OR REPLACE TABLE cand_text AS SELECT r.{ORD}, r.{parts.text} AS t FROM {parts.sql} r "
-                           f"JOIN cand_ords c ON c.{ORD} = r.{ORD}")
-            ws.con.unregister("cand_ords")
-            for batch in ws.batches(f"SELECT {ORD}, t FROM cand_text ORDER BY {ORD}"):
+        for f in cand_files:
+            for batch in pq.ParquetFile(f).iter_batches(65_536):
                 hits = [(o, h) for o, h in zip(batch.column(0).to_pylist(), dec.check(batch.column(1))) if h]
                 w.write_table(pa.table({ORD: pa.array([o for o, _ in hits], pa.int64()),
                                         "benchmark": pa.array([h[0] for _, h in hits], pa.string()),
                                         "ngram": pa.array([h[1] for _, h in hits], pa.string())}, schema=schema))
-            ws.con.execute("DROP TABLE cand_text")
     return out

@@ -1,54 +1,59 @@
-"""The curation pipeline as pure steps (no Prefect). Each input row ends in exactly one place:
-`problems`, or `dropped` with one reason. Steps, in order:
+"""The curation pipeline (no Prefect). Each input row ends in exactly one place: `problems`, or `dropped`
+with one reason. Sources are read into Parquet parts, then the steps run in order, each a small object with
+its name and the reason it drops rows (steps.py), over the rows the earlier ones kept:
 
-1. ingest      every source row → canonical Problem, or dropped `malformed` (schema.py rules), or, a
-               math row whose reference answer the grader cannot parse, `invalid_answer` (validate_math.py)
-2. top sources with --top-sources K, rows of the other sources → dropped `excluded_source`
-3. cutoff      with --cutoff-date, rows dated on/after it (undated ones with --undated drop) → `after_cutoff`
-               (cutoff.py). Before dedup, so a duplicate's detail always names a row that is kept.
-4. exact dedup same domain + normalised problem as an earlier row → `duplicate` (detail: kept row's id)
-5. near dedup  MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
-6. decontam    shares an n-gram (default 9 words) with a benchmark problem, or (code) its tests overlap a
-               benchmark problem's tests (code_overlap.py) → `contaminated`
+  read           every source row → a canonical row in a part, or `malformed` (schema.py rules),
+                 `invalid_tests` or, a math row whose reference answer the grader cannot parse,
+                 `invalid_answer` (ingest.py, validate_math.py)
+  top-sources    with --top-sources K, rows of the other sources → `excluded_source`
+  cutoff         with --cutoff-date, rows dated on/after it (undated ones with --undated drop) → `after_cutoff`
+  exact-dedup    same domain + normalised problem as an earlier row → `duplicate` (detail: kept row's id)
+  near-dedup     MinHash-LSH Jaccard ≥ threshold with an earlier kept row → `near_duplicate`
+  decontaminate  shares an n-gram (default 9 words) with a benchmark problem, or (code) its tests overlap a
+                 benchmark problem's tests → `contaminated`
 
-Earlier sources (in the order given) and earlier rows win: they are the ones kept. Each step reports its
-rows as it goes (tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr).
+Earlier sources (in the order given) and earlier rows win: they are the ones kept. Per-part work runs on
+the run's runner (out_of_core.py: this process, or Dask workers with `--dask`), grouping across parts in
+DuckDB, all within the run's memory limit: `--memory-limit`, or one chosen from the machine's memory
+(memory.py), said in one line when the run starts. Small data is one part; big data many, with the same
+result. Then the version's tables are written part by part. Each step reports its rows as it goes
+(tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr).
 """
 from __future__ import annotations
 
-import json
-import logging
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from tasks.curation.code_overlap import CaseOverlap, CaseOverlapConfig, find_case_overlap
+from storage.store import PARQUET_COMPRESSION
+from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
-from tasks.curation.cutoff import after_cutoff, is_undated
-from tasks.curation.decontaminate import DecontamConfig, find_contamination
-from tasks.curation.exact_dedup import exact_duplicate_of
-from tasks.curation.layouts import apply_layout
-from tasks.curation.near_dedup import NearDedupConfig, near_duplicate_of
-from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
-from tasks.curation.source_quality import score_sources, top_sources
-from tasks.curation.sources import RawRow, SourceError, check_value, read_source
-from tasks.curation.validate_math import drop_invalid_answers
-from tasks.progress import ProgressLine, StepProgress
+from tasks.curation.ingest import ROW_SCHEMA, ingest_rows, read_sources  # noqa: F401 (ingest_rows: API)
+from tasks.curation.memory import choose_memory_limit
+from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA
+from tasks.curation.steps import (Benchmark, Cutoff, Decontaminate, ExactDedup, NearDedup, Run,  # noqa: F401
+                                  Step, TopSources, load_benchmark_rows)
+from tasks.progress import ProgressLine, StepProgress, progress_mode
 
-log = logging.getLogger(__name__)
-
+ORD = oc.ORD
+STEPS: tuple[Step, ...] = (TopSources(), Cutoff(), ExactDedup(), NearDedup(), Decontaminate())
 REASONS = ("malformed", "excluded_source", "duplicate", "near_duplicate", "contaminated", "after_cutoff")
 ALL_REASONS = REASONS + ("too_few_tests", "invalid_tests", "invalid_answer")  # from the verify stage
 #   (invalid_tests also at ingest: assert-style tests that cannot be judged outside the program's process),
 #   and invalid_answer, counted only where it happens: a math reference the grader cannot parse
+WRITE_BATCH_ROWS = 4096  # rows per batch when the version's tables are written (a row may hold a long CoT)
 
 
 @dataclass
 class CurationResult:
-    problems: pa.Table
-    dropped: pa.Table
+    problems: pa.Table | Path  # PROBLEM_SCHEMA: in memory from `curate`, a file in the workspace from `run_pipeline`
+    dropped: pa.Table | Path  # DROPPED_SCHEMA, likewise
     rows_in: int
     counts: dict[str, int]                     # "kept" and one entry per drop reason
     by_source: dict[str, dict[str, int]]       # the same, per source
@@ -56,69 +61,10 @@ class CurationResult:
     undated_kept: int | None = None            # with a cutoff date: rows kept without a date (else None)
 
 
-@dataclass
-class _Kept:
-    problem: Problem
-    row: int
-
-
-def _raw_text(raw: RawRow) -> str:
-    if raw.raw is not None:
-        return raw.raw
-    v = raw.value
-    if isinstance(v, dict) and isinstance(v.get("problem"), str):
-        return v["problem"]
-    return json.dumps(v, ensure_ascii=False, default=str)
-
-
-def _drop(source: str, row: int, reason: str, detail: str, problem: str, pid: str | None = None) -> dict:
-    return {"source": source, "row": row, "id": pid, "reason": reason, "detail": detail, "problem": problem}
-
-
-@dataclass
-class Benchmark:
-    """One benchmark's usable rows: problem text, tests (None when absent) and source row, aligned."""
-    problems: list[str] = field(default_factory=list)
-    tests: list[Any] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-
-
-def load_benchmarks(benchmarks: dict[str, str]) -> dict[str, list[str]]:
-    """Benchmark problems by name (see load_benchmark_rows)."""
-    return {name: b.problems for name, b in load_benchmark_rows(benchmarks).items()}
-
-
-def load_benchmark_rows(benchmarks: dict[str, str]) -> dict[str, Benchmark]:
-    """Benchmark rows by name (canonical layout; a code benchmark's rows may carry `tests`, any form the
-    tests parser reads). Unparsable benchmark rows are skipped with a warning; a benchmark with no usable
-    problem is an error (decontaminating against nothing would be silent)."""
-    out = {}
-    for name, path in benchmarks.items():
-        probs, bad = Benchmark(), []
-        for raw in read_source(path):
-            v = apply_layout(raw.value, "canonical") if raw.error is None else None
-            if isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip():
-                probs.problems.append(v["problem"])
-                probs.tests.append(v.get("tests"))
-                probs.rows.append(raw.row)
-            else:
-                bad.append(f"row {raw.row}: {raw.error or 'no problem'}")
-        if bad:
-            log.warning("benchmark %s (%s): skipped %d rows without a usable problem (%s%s)", name, path,
-                        len(bad), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
-        if not probs.problems:
-            raise SourceError(f"{path}: benchmark {name!r} has no rows with a 'problem'")
-        out[name] = probs
-    return out
-
-
-READ_REPORT_EVERY = 256  # rows read between progress updates (an update is a clock read; a row ~10 µs)
-
-
 class _Steps:
-    """Curation's progress: a StepProgress per step (reading each source, exact dedup, near dedup,
-    decontamination) on stderr; each line also goes to `progress` as a ProgressLine whose fraction is of
-    the whole run: (steps done + this step's fraction) / steps."""
+    """Curation's progress: a StepProgress per step (reading each source, then each step, then writing)
+    on stderr; each line also goes to `progress` as a ProgressLine whose fraction is of the whole run:
+    (steps done + this step's fraction) / steps."""
 
     def __init__(self, count: int, progress: Callable[[str], None]):
         self.count, self.started, self.progress = count, 0, progress
@@ -133,180 +79,96 @@ class _Steps:
         return StepProgress(f"curate {what}", unit="rows", rate_unit="rows/s", feed=feed)
 
 
-def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> CurationResult:
-    """`progress` gets the progress lines at most every few seconds per step (and each step's first and
-    last), as stderr does; they are tasks.progress.ProgressLine, whose `.fraction` is of the whole run."""
-    dropped: list[dict[str, Any]] = []
-    valid: dict[str, list[_Kept]] = {}
-    rows_in: dict[str, int] = {}
-    steps = _Steps(len(config.sources) + 2 + bool(config.benchmarks) + bool(config.cutoff_date), progress)
-
-    # 1. ingest
-    for spec in config.sources:
-        with steps.start(f"read {spec.name}") as report:
-            kept, n = _ingest(spec, dropped, report)
-        valid[spec.name], rows_in[spec.name] = kept, n
-
-    # 2. top sources
-    scores = score_sources({k: [x.problem for x in v] for k, v in valid.items()}, rows_in)
-    if config.top_sources is not None and config.top_sources < len(config.sources):
-        chosen = set(top_sources(scores, config.top_sources))
-        for name in list(valid):
-            if name not in chosen:
-                detail = excluded_detail(scores, name, config.top_sources)
-                dropped.extend(_drop(name, k.row, "excluded_source", detail, k.problem.problem, k.problem.id)
-                               for k in valid.pop(name))
-    rows = [k for spec in config.sources for k in valid.get(spec.name, [])]
-
-    # 3. cutoff date
-    undated_kept = None
-    if config.cutoff_date:
-        with steps.start("cutoff") as report:
-            n = len(rows)
-            report.update(0, n)
-            late = after_cutoff([k.problem.date for k in rows], config.cutoff_date, config.undated)
-            rows = _drop_flagged(rows, late, "after_cutoff", dropped)
-            undated_kept = sum(is_undated(k.problem.date) for k in rows)
-            report.update(n, n, tokens=n, after_cutoff=n - len(rows), undated_kept=undated_kept)
-        log.info("cutoff %s: %d rows dropped after_cutoff, %d undated rows kept", config.cutoff_date,
-                 n - len(rows), undated_kept)
-
-    # 4. exact dedup: the problem id already is a hash of domain + normalised problem
-    with steps.start("exact-dedup") as report:
-        report.update(0, len(rows))
-        dup = exact_duplicate_of([k.problem.id for k in rows], normalized=True)
-        n = len(rows)
-        rows = _split(rows, dup, "duplicate", dropped)
-        report.update(n, n, tokens=n, duplicate=n - len(rows))
-
-    # 5. near dedup
-    with steps.start("near-dedup") as report:
-        report.update(0, len(rows))
-        near_cfg = NearDedupConfig(threshold=config.near_dup_threshold, num_perm=config.near_dup_num_perm,
-                                   shingle_size=config.near_dup_shingle, seed=config.seed)
-        near = near_duplicate_of([k.problem.problem for k in rows], near_cfg)
-        n = len(rows)
-        rows = _split(rows, near, "near_duplicate", dropped)
-        report.update(n, n, tokens=n, near_duplicate=n - len(rows))
-
-    # 6. decontamination
-    if config.benchmarks:
-        with steps.start("decontaminate") as report:
-            report.update(0, len(rows))
-            n = len(rows)
-            rows = _decontaminate(config, rows, dropped)
-            report.update(n, n, tokens=n, contaminated=n - len(rows))
-
-    return _result(rows, dropped, rows_in, scores, undated_kept)
-
-
-def _ingest(spec, dropped: list, report: StepProgress) -> tuple[list[_Kept], int]:
-    """Every row of one source → a kept canonical Problem, or a dropped row with its reason."""
-    kept, n = [], 0
-    for n, (row, problem, drop) in enumerate(ingest_rows(spec, report), start=1):
-        if drop is not None:
-            dropped.append(drop)
-        else:
-            kept.append(_Kept(problem, row))
-    return kept, n
-
-
-def ingest_rows(spec, report: StepProgress | None = None) -> Iterator[tuple[int, Problem | None, dict | None]]:
-    """Per source row, in order: (row, its canonical Problem, None), or (row, None, its dropped record);
-    `report` gets the rows read every READ_REPORT_EVERY rows and, at the end, the total and rows kept."""
-    n = kept = 0
-    for n, item in enumerate(_ingest_rows(spec), start=1):
-        if report is not None and n % READ_REPORT_EVERY == 0:
-            report.update(n, None, tokens=READ_REPORT_EVERY)
-        kept += item[1] is not None
-        yield item
-    if report is not None:
-        report.update(n, n, tokens=n % READ_REPORT_EVERY, kept=kept)
-
-
-def _ingest_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
-    return drop_invalid_answers(_canonical_rows(spec), lambda row, p, detail: _drop(
-        spec.name, row, "invalid_answer", detail, p.problem, p.id))
-
-
-def _canonical_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
-    for raw in read_source(spec.path):
-        if raw.error:
-            yield raw.row, None, _drop(spec.name, raw.row, "malformed", raw.error, _raw_text(raw))
-            continue
+def say(line: str, progress: Callable[[str], None]) -> None:
+    """One line on stderr (unless KLEAR_PROGRESS=off) and to `progress`, as the steps' lines go."""
+    if progress_mode() != "off":
         try:
-            p = to_problem(apply_layout(raw.value, spec.layout, spec.field_map), spec.name, spec.domain)
-            why = check_value([p.response, p.answer, p.tests])  # text a layout decoded from a field
-            if why:
-                raise Malformed(why)
-        except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
-            yield raw.row, None, _drop(spec.name, raw.row, e.reason, str(e), _raw_text(raw))
-            continue
-        except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
-            yield raw.row, None, _drop(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",
-                                       _raw_text(raw))
-            continue
-        yield raw.row, p, None
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    progress(ProgressLine(line))
 
 
-def _decontaminate(config: CurateConfig, rows: list[_Kept], dropped: list) -> list[_Kept]:
-    """Rows sharing an n-gram with a benchmark problem, then rows whose tests overlap a benchmark problem's
-    tests → dropped `contaminated`; the others, in order."""
-    bench = load_benchmark_rows(config.benchmarks)
-    hits = find_contamination([k.problem.problem for k in rows], {n: b.problems for n, b in bench.items()},
-                              DecontamConfig(n=config.ngram))
-    why = [None if h is None else contamination_detail(h[0], h[1], config.ngram) for h in hits]
-    if any(t is not None for b in bench.values() for t in b.tests):
-        overlap = find_case_overlap([k.problem.tests if w is None else None for k, w in zip(rows, why)],
-                                    {n: b.tests for n, b in bench.items()}, CaseOverlapConfig(threshold=config.test_overlap))
-        why = [w if o is None else overlap_detail(o, bench) for w, o in zip(why, overlap)]
-    return _drop_flagged(rows, why, "contaminated", dropped)
+@contextmanager
+def open_run(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> Iterator[tuple]:
+    """(workspace, runner) of a run of `config`: its memory limit (`memory_limit`, or when None one chosen
+    from the machine: memory.py, said in one line), its work directory and its runner (`dask`)."""
+    choice = choose_memory_limit(config.memory_limit)
+    say(choice.line(), progress)
+    ooc = oc.OutOfCoreConfig(memory_limit=choice.limit, work_dir=config.work_dir)
+    with oc.part_runner(config.dask, config.dask_workers) as runner, oc.Workspace(ooc) as ws:
+        yield ws, runner
 
 
-def contamination_detail(benchmark: str, gram: str, n: int) -> str:
-    """`contaminated` detail of a shared n-gram: the benchmark and the n-gram."""
-    return f"benchmark {benchmark}: shares {n}-gram {gram!r}"
+def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> CurationResult:
+    """The pipeline with the version's tables read into memory (small data, tests); dataset.py streams them
+    into the store instead. `progress` gets the lines stderr shows (tasks.progress.ProgressLine, whose
+    `.fraction` is of the whole run), at most every few seconds per step."""
+    with open_run(config, progress) as (ws, runner):
+        result = run_pipeline(config, ws, runner, progress)
+        return replace(result, problems=pq.read_table(result.problems), dropped=pq.read_table(result.dropped))
 
 
-def overlap_detail(hit: CaseOverlap, bench: dict[str, Benchmark]) -> str:
-    """`contaminated` detail of overlapping tests: the benchmark, its problem's row, the count, one case."""
-    return (f"benchmark {hit.benchmark} row {bench[hit.benchmark].rows[hit.problem]}: "
-            f"tests share {hit.shared} of {hit.of} cases, e.g. {hit.example}")
+def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None,
+                 progress: Callable[[str], None] = lambda msg: None, steps: tuple[Step, ...] = STEPS) -> CurationResult:
+    """Read the sources into `ws`, run the steps that apply, write `problems` and `dropped` there."""
+    todo = [s for s in steps if s.applies(config)]
+    bar = _Steps(len(config.sources) + len(todo) + 1, progress)
+    src = read_sources(config, ws, bar.start)
+    run = Run(config, ws, runner or oc.LocalRunner(), src, src.parts(src.rows_in), sum(src.valid.values()))
+    for step in todo:
+        with bar.start(step.name) as report:
+            n, run.ticked = run.live, 0
+            report.update(0, n)
+            files = step.drops(run, report)
+            dropped = sum(pq.read_metadata(f).num_rows for f in files)
+            run.drops += files
+            run.live -= dropped
+            report.update(n, n, tokens=n - run.ticked, **{step.reason: dropped}, **step.figures(run))
+    with bar.start("write") as report:
+        return _write_tables(run, report)
 
 
-def _drop_flagged(rows: list[_Kept], details: list[str | None], reason: str, dropped: list) -> list[_Kept]:
-    """Rows whose detail is not None → dropped with `reason` and that detail; the others, in order."""
-    kept = []
-    for k, detail in zip(rows, details):
-        if detail is None:
-            kept.append(k)
-        else:
-            dropped.append(_drop(k.problem.source, k.row, reason, detail, k.problem.problem, k.problem.id))
-    return kept
+def _write_tables(run: Run, report: StepProgress) -> CurationResult:
+    """The version's `problems` (kept rows, by `_ord`) and `dropped` (by source order, then source row)."""
+    ws, src = run.ws, run.sources
+    everything = src.parts(src.rows_in)
+    problems_out, dropped_out = ws.root / "problems.parquet", ws.root / "dropped.parquet"
+    total, done = sum(src.valid.values()), 0
+    report.update(0, total)
+    with pq.ParquetWriter(problems_out, PROBLEM_SCHEMA, compression=PARQUET_COMPRESSION) as w:
+        for f, skip in zip(everything.files, ws.skip(everything, run.drops)):
+            for batch in pq.ParquetFile(f).iter_batches(WRITE_BATCH_ROWS, columns=ROW_SCHEMA.names):
+                keep = ~np.isin(batch.column(ORD).to_numpy(), skip)
+                w.write_table(pa.Table.from_batches([batch]).filter(pa.array(keep)).select(PROBLEM_SCHEMA.names)
+                              .cast(PROBLEM_SCHEMA))
+                done += batch.num_rows
+                report.update(done, total, tokens=batch.num_rows)
+    ws.con.register("source_rank", pa.table({"source": list(src.rows_in), "s": list(range(len(src.rows_in)))}))
+    ws.con.execute("CREATE OR REPLACE TABLE source_order AS SELECT * FROM source_rank")
+    ws.con.unregister("source_rank")
+    drops = oc.read(run.drops) if run.drops else "(SELECT NULL::BIGINT AS _ord, '' AS reason, '' AS detail LIMIT 0)"
+    _stream(ws, f"""
+        SELECT source, "row", id, reason, detail, problem FROM (
+            SELECT source, "row", id, reason, detail, problem, _src AS s FROM {oc.read(src.dropped)}
+            UNION ALL
+            SELECT r.source, r._row, r.id, d.reason, d.detail, r.problem, o.s
+            FROM {drops} d JOIN {everything.sql} r ON r.{ORD} = d.{ORD} JOIN source_order o ON o.source = r.source)
+        ORDER BY s, "row" """, DROPPED_SCHEMA, dropped_out)
+    ws.con.execute("DROP TABLE source_order")
+    outcomes = ws.con.execute(f"SELECT source, reason, count(*) FROM {oc.read([dropped_out])} GROUP BY ALL "
+                              f"UNION ALL SELECT source, 'kept', count(*) FROM {oc.read([problems_out])} "
+                              "GROUP BY ALL").fetchall()
+    counts, by_source = tally(src.rows_in, outcomes)
+    return CurationResult(problems_out, dropped_out, sum(src.rows_in.values()), counts, by_source, src.scores(),
+                          run.undated_kept)
 
 
-def _split(rows: list[_Kept], dup_of: np.ndarray, reason: str, dropped: list) -> list[_Kept]:
-    kept = []
-    for k, d in zip(rows, dup_of.tolist()):
-        if d < 0:
-            kept.append(k)
-        else:
-            first = rows[d]
-            dropped.append(_drop(k.problem.source, k.row, reason, DUPLICATE_DETAIL[reason].format(
-                id=first.problem.id, source=first.problem.source, row=first.row), k.problem.problem, k.problem.id))
-    return kept
-
-
-DUPLICATE_DETAIL = {  # the detail of a (near) duplicate names the row kept in its place
-    "duplicate": "duplicate of {id} ({source} row {row})",
-    "near_duplicate": "near duplicate of {id} ({source} row {row})",
-}
-
-
-def excluded_detail(scores: dict[str, float], name: str, top: int) -> str:
-    """`excluded_source` detail: the source's score and rank among all sources."""
-    ranked = sorted(scores, key=lambda s: -scores[s])
-    return f"source score {scores[name]:.3f} ranked {ranked.index(name) + 1} of {len(ranked)} (top {top} kept)"
+def _stream(ws: oc.Workspace, sql: str, schema: pa.Schema, out: Path) -> None:
+    with pq.ParquetWriter(out, schema, compression=PARQUET_COMPRESSION) as w:
+        for batch in ws.batches(sql, WRITE_BATCH_ROWS):
+            w.write_table(pa.Table.from_batches([batch]).cast(schema))
 
 
 def tally(rows_in: dict[str, int], outcomes) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -319,17 +181,3 @@ def tally(rows_in: dict[str, int], outcomes) -> tuple[dict[str, int], dict[str, 
         by_source[source][outcome] = by_source[source].get(outcome, 0) + n
     assert sum(counts.values()) == sum(rows_in.values()), "every input row is kept or dropped exactly once"
     return counts, by_source
-
-
-def _result(rows: list[_Kept], dropped: list[dict], rows_in: dict[str, int], scores: dict[str, float],
-            undated_kept: int | None = None) -> CurationResult:
-    order = {name: i for i, name in enumerate(rows_in)}
-    dropped.sort(key=lambda d: (order[d["source"]], d["row"]))
-    counts, by_source = tally(rows_in, [(k.problem.source, "kept", 1) for k in rows]
-                              + [(d["source"], d["reason"], 1) for d in dropped])
-    total = sum(rows_in.values())
-    return CurationResult(
-        problems=pa.Table.from_pylist([k.problem.as_row() for k in rows], schema=PROBLEM_SCHEMA),
-        dropped=pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA),
-        rows_in=total, counts=counts, by_source=by_source, source_scores=scores, undated_kept=undated_kept,
-    )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
@@ -11,7 +11,6 @@ from storage.store import DatasetVersion, Store
 from tasks.curation.config import CurateConfig
 from tasks.curation.dataset import build_curated_version, plan_curation
 from tasks.prefect_tasks import progress_feed
-from tasks.progress import StepProgress
 
 
 @task(name="plan-curation", cache_policy=NONE)
@@ -52,26 +51,3 @@ def report_curation_task(version: dict, store_root: str | None) -> None:
         + "".join(f"- {k}: {n}\n" for k, n in v.counts.items() if k != "kept")
         + f"\nCatalog: `{store.catalog_path}` (views `problems`, `dropped`; table `datasets`)\n"
     ))
-
-
-@task(name="validate-code", cache_policy=NONE)
-def validate_code_task(store_root: str | None, parent: str, min_tests: int, workers: int = 2,
-                       dask_address: str | None = None, strength=None) -> dict:
-    from tasks.curation.verify_dataset import build_validated_version
-    from tasks.verification.verify import VerifyConfig
-
-    logger = get_run_logger()
-    report = StepProgress("verify code", unit="problems", rate_unit="problems/s",
-                          feed=progress_feed("verify-progress", f"validating code problems of {parent}"))
-    reported = 0
-
-    def progress(done: int, total: int) -> None:
-        nonlocal reported
-        report.update(done, total, tokens=done - reported)
-        reported = done
-
-    cfg = VerifyConfig(workers=workers, dask_address=dask_address)
-    with report:
-        version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress, strength=strength)
-    logger.info("validated %s → %s: %s", parent, version.id, version.counts)
-    return asdict(version)

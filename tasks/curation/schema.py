@@ -21,7 +21,6 @@ one-line reason and the `dropped` reason in `.reason`; callers record it, never 
 """
 from __future__ import annotations
 
-import datetime
 import json
 import math
 from dataclasses import dataclass
@@ -29,8 +28,11 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from sandbox.testcases import InvalidTests, UnjudgeableTests, parse_test_suite
 from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date, shown as _shown  # noqa: F401
 from tasks.curation.textnorm import problem_id
+from tasks.records.schema import DROPPED_SCHEMA  # noqa: F401  (curation's modules import it from here)
+from tasks.records.sources import check_json, check_value
 
 DOMAINS = ("math", "code")
 
@@ -45,15 +47,6 @@ PROBLEM_SCHEMA = pa.schema([
     ("solutions", pa.list_(pa.string())),
     ("date", pa.string()),
     ("meta", pa.string()),
-])
-
-DROPPED_SCHEMA = pa.schema([
-    ("source", pa.string()),
-    ("row", pa.int64()),      # 1-based line (JSONL) or row (Parquet, HF) number in the source
-    ("id", pa.string()),      # the row's problem id when it could be computed
-    ("reason", pa.string()),
-    ("detail", pa.string()),
-    ("problem", pa.string()), # the problem text, or the raw line when the row could not be parsed
 ])
 
 
@@ -74,15 +67,12 @@ class Problem:
         return {f: getattr(self, f) for f in PROBLEM_SCHEMA.names}
 
 
-def parse_tests(value: Any) -> dict | None:
+def decode_tests(value: Any) -> dict | None:
     """Validate a tests field with the one tests parser (sandbox.testcases, shared with validation, the
     sandbox client and the graders) and return it as a dict (None when absent).
 
     Raises Malformed for tests that are not one of the three forms, InvalidTestsRow (reason
     `invalid_tests`) for assert-style tests that cannot be judged outside the program's process."""
-    from sandbox.testcases import InvalidTests, UnjudgeableTests
-    from sandbox.testcases import parse_tests as parse_suite
-
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
@@ -93,8 +83,6 @@ def parse_tests(value: Any) -> dict | None:
             raise Malformed(f"tests is not valid JSON ({e.msg} at char {e.pos})") from None
         except (ValueError, RecursionError) as e:  # a number too long to convert, nesting too deep
             raise Malformed(f"tests is not valid JSON ({type(e).__name__})") from None
-        from tasks.curation.sources import check_json
-
         why = check_json(tests_text, value)  # a lone surrogate escape, nesting deeper than readers allow
         if why:
             raise Malformed(f"tests: {why}")
@@ -102,7 +90,7 @@ def parse_tests(value: Any) -> dict | None:
         raise Malformed(f"tests must be an object, got {type(value).__name__}")
     tests = dict(value)
     try:
-        parse_suite(tests)
+        parse_test_suite(tests)
     except UnjudgeableTests as e:
         raise InvalidTestsRow(f"tests: {e}") from None
     except InvalidTests as e:
@@ -171,7 +159,7 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
         raise Malformed(f"problem must be a string, got {type(problem).__name__}")
     if not problem.strip():
         raise Malformed("empty 'problem'")
-    tests = parse_tests(row.get("tests"))
+    tests = decode_tests(row.get("tests"))
     domain = row.get("domain") or default_domain or ("code" if tests else "math")
     if not isinstance(domain, str) or domain.strip().lower() not in DOMAINS:
         raise Malformed(f"unknown domain {domain!r} (expected one of {', '.join(DOMAINS)})")
@@ -181,8 +169,6 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
     if response is None and solutions:
         response = solutions[0]
     meta = _meta(row)
-    from tasks.curation.sources import check_value
-
     why = check_value([solutions, meta])  # text a layout decoded (a lone surrogate escape, deep nesting)
     if why:
         raise Malformed(f"solutions/meta: {why}")

@@ -18,24 +18,9 @@ import re
 from typing import Iterable, Mapping
 
 from tasks.curation.schema import Problem
+from tasks.grading.math_answers import last_boxed
 
 _PY_BLOCK = re.compile(r"```(?:python|py)\s*\n", re.IGNORECASE)
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} in `text`, braces balanced; None if there is none."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    i, depth = start + len("\\boxed{"), 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j]
-    return None
 
 
 def row_quality(p: Problem) -> float:

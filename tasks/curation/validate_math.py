@@ -16,7 +16,7 @@ from tasks.curation.malformed import shown
 
 BATCH = 256  # rows held back per check: one round trip to the grading worker, little memory
 
-Item = tuple  # (source row, Problem or None, dropped record or None), as pipeline.ingest_rows yields
+Item = tuple  # (source row, Problem or None, dropped record or None), as ingest.ingest_rows yields
 
 
 def drop_invalid_answers(items: Iterable[Item], drop: Callable[[int, object, str], dict],

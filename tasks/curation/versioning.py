@@ -9,9 +9,9 @@ from typing import Any
 
 from storage.keys import code_version, hash_file, hash_json, short_id
 from tasks.curation.config import CurateConfig
-from tasks.curation.sources import SourceError, source_kind
+from tasks.records.sources import SourceError, source_kind
 
-CODE_PACKAGES = ("tasks.curation", "storage")
+CODE_PACKAGES = ("tasks.curation", "tasks.records", "tasks.grading", "storage")  # curation, its reader and grading
 EXECUTION_FIELDS = ("memory_limit", "dask", "dask_workers", "work_dir")  # how a version is computed, not what
 
 
@@ -27,13 +27,13 @@ def input_hash(path: str) -> str:
 
 def curation_inputs(config: CurateConfig) -> dict[str, Any]:
     return {
-        "sources": [{**s.model_dump(), "sha256": input_hash(s.path)} for s in config.sources],
+        "sources": [{**s.fields_dict(), "sha256": input_hash(s.path)} for s in config.sources],
         "benchmarks": {name: {"path": p, "sha256": input_hash(p)} for name, p in sorted(config.benchmarks.items())},
     }
 
 
 def curation_parameters(config: CurateConfig) -> dict[str, Any]:
-    return config.model_dump(exclude={"sources", "benchmarks", "store", *EXECUTION_FIELDS})
+    return config.fields_dict(exclude={"sources", "benchmarks", "store", *EXECUTION_FIELDS})
 
 
 def curation_version_id(config: CurateConfig, inputs: dict[str, Any] | None = None) -> str:

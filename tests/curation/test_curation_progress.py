@@ -15,15 +15,18 @@ def test_every_step_reports_its_rows_with_the_fraction_of_the_whole_run(tmp_path
     result = curate(CurateConfig(sources=[{"name": "a", "path": str(files["a"])},
                                           {"name": "b", "path": str(files["b"])}],
                                  benchmarks={"bench": str(files["bench"])}), progress=lines.append)
-    steps = [re.match(r"curate (\S+(?: [ab])?) rows", l).group(1) for l in lines]
-    assert list(dict.fromkeys(steps)) == ["read a", "read b", "exact-dedup", "near-dedup", "decontaminate"]
-    # 5 steps; each source is read in one line (< 256 rows), the others say 0/n when they start
-    assert [l.fraction for l in lines] == [0.2, 0.4, 0.4, 0.6, 0.6, 0.8, 0.8, 1.0]
+    assert lines[0].startswith("curate memory limit ") and lines[0].fraction is None  # the run's one memory line
+    steps = [re.match(r"curate (\S+(?: [ab])?) rows", l).group(1) for l in lines[1:]]
+    assert list(dict.fromkeys(steps)) == ["read a", "read b", "exact-dedup", "near-dedup", "decontaminate", "write"]
+    # 6 steps; each source is read in one line (< 256 rows), the others say 0/n when they start
+    assert [round(l.fraction * 6, 6) for l in lines[1:]] == [1, 2, 2, 3, 3, 4, 4, 5, 5, 6]
     exp = expected()
     rows_in_a = sum(src == "a" for src, _ in exp)
     assert any(re.match(rf"curate read a rows {rows_in_a}/{rows_in_a} kept \d+ rows/s [\d,]+ done in", l)
                for l in lines), lines
     n = result.problems.num_rows
     assert re.match(rf"curate decontaminate rows {n + result.counts['contaminated']}/\d+ contaminated "
-                    rf"{result.counts['contaminated']} ", lines[-1]), lines[-1]
+                    rf"{result.counts['contaminated']} ", lines[-3]), lines[-3]
+    valid = result.rows_in - result.counts["malformed"]  # the rows read into parts
+    assert re.match(rf"curate write rows {valid}/{valid} ", lines[-1]), lines[-1]
     assert capsys.readouterr().err.splitlines() == list(lines)  # the terminal shows the same lines

@@ -48,7 +48,7 @@ def test_config_checks_the_cutoff_date_itself():
 
 def test_config_takes_a_date_value_as_yaml_reads_it():
     cfg = CurateConfig(sources=[{"name": "a", "path": "a.jsonl"}], cutoff_date=datetime.date(2024, 8, 1))
-    assert cfg.cutoff_date == CUT and cfg.model_dump()["cutoff_date"] == CUT
+    assert cfg.cutoff_date == CUT and cfg.fields_dict()["cutoff_date"] == CUT
 
 
 def test_none_and_blank_dates_are_undated():

@@ -1,16 +1,14 @@
 """Curation drops a math row whose reference answer the grader cannot parse (`invalid_answer`), so RL never
-meets one; in memory and out of core alike, with rows in = kept + dropped."""
+meets one; in one part or many alike, with rows in = kept + dropped."""
 from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
-from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.pipeline import ALL_REASONS, curate
-from tasks.curation.pipeline_out_of_core import curate_out_of_core
+from tests.curation.test_pipeline import in_parts
 
 ROWS = [  # (row, expected fate)
     ({"problem": "What is 2 + 3?", "answer": "5"}, "kept"),
@@ -44,12 +42,11 @@ def test_a_math_row_with_an_unparsable_answer_is_dropped_invalid_answer(config):
     assert "invalid_answer" in ALL_REASONS
 
 
-def test_out_of_core_drops_the_same_rows(config, tmp_path):
+def test_parts_of_two_rows_drop_the_same_rows(config, tmp_path):
     want = curate(config)
-    with oc.Workspace(oc.OutOfCoreConfig(memory_limit="256MB", work_dir=str(tmp_path / "w"))) as ws:
-        got = curate_out_of_core(config, ws)
-        assert pq.read_table(got.dropped).to_pylist() == want.dropped.to_pylist()
-        assert pq.read_table(got.problems).to_pylist() == want.problems.to_pylist()
+    got, _ = in_parts(config, tmp_path / "w", batch_rows=2)
+    assert got.dropped.to_pylist() == want.dropped.to_pylist()
+    assert got.problems.to_pylist() == want.problems.to_pylist()
     assert (got.rows_in, got.counts) == (want.rows_in, want.counts)
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sandbox.testcases import count_tests, parse_tests
+from sandbox.testcases import count_tests, parse_test_suite
 from storage.store import Store
 from tasks.curation import layouts
 from tasks.curation.config import CurateConfig
@@ -125,7 +125,7 @@ def test_skywork_code_ground_truth_becomes_each_tests_form():
     assert asserts == {"assert_code": ["assert mul(2, 3) == 6", "assert mul(0, 5) == 0"]}
     assert check["assert_code"].startswith("import math\ndef check(candidate):")
     assert check["assert_code"].endswith("check(isqrt_floor)\n")
-    assert [parse_tests(t).mode for t in (stdio, call, asserts, check)] == ["stdio", "call", "assert", "assert"]
+    assert [parse_test_suite(t).mode for t in (stdio, call, asserts, check)] == ["stdio", "call", "assert", "assert"]
     assert count_tests(check) == 2
 
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from tasks.curation.layouts import apply_layout
-from tasks.curation.schema import InvalidTestsRow, Malformed, parse_tests, to_problem
+from tasks.curation.schema import InvalidTestsRow, Malformed, decode_tests, to_problem
 from tasks.curation.textnorm import normalize_text, problem_id
 
 
@@ -82,7 +82,7 @@ def test_tests_three_forms_and_canonical_json():
     for f in forms:
         p = to_problem({"problem": "p", "tests": json.dumps(f)}, "s")
         assert json.loads(p.tests) == f
-    assert parse_tests("") is None
+    assert decode_tests("") is None
 
 
 def test_optional_solutions_date_and_meta():

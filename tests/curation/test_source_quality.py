@@ -1,10 +1,5 @@
 from tasks.curation.schema import to_problem
-from tasks.curation.source_quality import last_boxed, score_sources, top_sources
-
-
-def test_last_boxed_balances_braces():
-    assert last_boxed(r"x \boxed{1} then \boxed{\frac{1}{2}}") == r"\frac{1}{2}"
-    assert last_boxed("none") is None
+from tasks.curation.source_quality import score_sources, top_sources
 
 
 def test_source_scores_rank_complete_correct_sources_first():
