@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import random
@@ -382,7 +381,6 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tasks.generation.base import SamplingParams
-    from tasks.training import rl
 
     s = settings(smoke)["rollout_hf"]
     model_dir = work / "model"

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
-import copy
 import gzip
 import json
 import math

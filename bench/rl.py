@@ -188,7 +188,7 @@ def run_trl(a, prompts: Path, out: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from tasks.evaluation.evaluate import grade_samples
+    from tasks.grading.batch import grade_samples
     from tasks.grading.math_grader import MathGrader
     from tasks.grading.rewards import RewardConfig, reward_from_grade
     from tasks.training.rl_data import PromptSampler, load_rl_rows

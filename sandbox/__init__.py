@@ -15,9 +15,9 @@ from sandbox.judge import prepare, verify_submission
 from sandbox.pool import SandboxPool, SandboxUnavailable
 from sandbox.reaper import reap
 from sandbox.submission import Submission
-from sandbox.testcases import InvalidTests, TestSuite, count_tests, parse_tests, sample_indices
+from sandbox.testcases import InvalidTests, TestSuite, count_tests, parse_test_suite, sample_indices
 from sandbox.verdicts import VERDICTS
 
 __all__ = ["ContainerConfig", "ImageConfig", "InvalidTests", "JudgeConfig", "Limits", "PoolConfig",
            "SandboxPool", "SandboxUnavailable", "Submission", "TestSuite", "VERDICTS", "build_image", "ensure_image",
-           "count_tests", "image_tag", "parse_tests", "prepare", "reap", "sample_indices", "verify_submission"]
+           "count_tests", "image_tag", "parse_test_suite", "prepare", "reap", "sample_indices", "verify_submission"]

@@ -91,7 +91,8 @@ def _lcb_args(text: str, i: int) -> list:
         raise InvalidTests(f"input {i} is not JSON values one per line: {exc}") from None
 
 
-def parse_tests(tests: Any) -> TestSuite:
+def parse_test_suite(tests: Any) -> TestSuite:
+    """The TestSuite of a tests value in any accepted form (module docstring); InvalidTests if none."""
     if isinstance(tests, (bytes, bytearray)):
         tests = tests.decode("utf-8", "replace")
     if isinstance(tests, str):
@@ -170,7 +171,7 @@ def _rewritten(snippets: tuple[str, ...]) -> TestSuite:
 def count_tests(tests: Any) -> int:
     """How many tests will run and be scored separately (0 when the tests are invalid or absent)."""
     try:
-        return len(parse_tests(tests))
+        return len(parse_test_suite(tests))
     except InvalidTests:
         return 0
 

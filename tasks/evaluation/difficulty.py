@@ -25,10 +25,14 @@ from typing import Callable
 
 import pyarrow as pa
 
-from storage.checkpoints import checkpoint_id
+from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import code_version, hash_json, short_id
 from storage.store import DatasetVersion, Store
 from tasks.evaluation.config import DifficultyConfig
+from tasks.evaluation.evaluate import sample_and_grade
+from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
+from tasks.generation.sampling import problem_seeds
+from tasks.generation.select import make_generator
 from tasks.progress import StepProgress
 
 log = logging.getLogger(__name__)
@@ -62,11 +66,6 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     """`feed` gets the progress lines (problems done, samples, correct so far) at most every few seconds
     (tasks/progress.py StepProgress), as stderr does. `nproc` > 1: that many worker processes (module
     docstring); not with a `generator`."""
-    from tasks.evaluation.evaluate import sample_and_grade
-    from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
-    from tasks.generation.sampling import problem_seeds
-    from tasks.generation.select import make_generator
-
     if generator is not None and nproc != 1:
         raise ValueError(f"difficulty: nproc {nproc} builds its own engines, one per process; a given "
                          "generator runs in this process (nproc 1)")
@@ -75,7 +74,7 @@ def build_difficulty_version(store_root: str | None, model_dir: str, cfg: Diffic
     parent = parent or store.current_version()
     if parent is None:
         raise ValueError(f"store {store.root} has no curated dataset: run `klear curate` first")
-    model_id = checkpoint_id(model_dir)
+    model_id = recorded_checkpoint_id(model_dir)
     vid = difficulty_version_id(parent, model_id, cfg)
     if store.has_version(vid):
         return store.load_version(vid)

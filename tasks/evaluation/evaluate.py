@@ -19,10 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tasks.curation.layouts import apply_layout
+from tasks.curation.schema import Malformed, to_problem
 from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
-from tasks.generation.base import SamplingParams, accepts, chat_prompt
+from tasks.generation.base import PromptTooLong, SamplingParams, accepts, chat_prompt, fit_prompts, prompt_budget
 from tasks.generation.sampling import problem_seeds
+from tasks.generation.select import make_generator
+from tasks.grading.batch import grade_samples
+from tasks.models.checks import context_length
+from tasks.progress import StepProgress
+from tasks.records.sources import read_source
 
 
 @dataclass
@@ -45,10 +52,6 @@ class EvalResult:
 
 def load_benchmark(path: str) -> list[dict]:
     """Canonical rows of a benchmark file; a malformed row is an error naming the file and row."""
-    from tasks.curation.layouts import apply_layout
-    from tasks.curation.schema import Malformed, to_problem
-    from tasks.curation.sources import read_source
-
     rows = []
     for raw in read_source(path):
         if raw.error:
@@ -67,8 +70,6 @@ def require_fit(path: str, tok, context_length: int | None, prompts: list[str], 
     fits the model's context minus max_tokens, else PromptTooLong naming the first row that does not (and
     how many do not). A benchmark is not training data: avg@k over the problems that happen to fit would
     not be that benchmark's number, so the evaluation stops before generating instead of leaving rows out."""
-    from tasks.generation.base import PromptTooLong, fit_prompts, prompt_budget
-
     _, too_long = fit_prompts(tok, context_length, prompts, max_tokens)
     if too_long:
         first, more = too_long[0], len(too_long) - 1
@@ -80,30 +81,11 @@ def require_fit(path: str, tok, context_length: int | None, prompts: list[str], 
 
 def check_benchmark_fits(model_dir: str, path: str, max_tokens: int) -> None:
     """`require_fit` with the model directory's tokenizer and context, before any model is loaded."""
-    from transformers import AutoTokenizer
-
-    from tasks.models.checks import context_length
+    from transformers import AutoTokenizer  # here, not at import: the CLI checks flags without transformers
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     require_fit(path, tok, context_length(model_dir), [chat_prompt(tok, r["problem"]) for r in load_benchmark(path)],
                 max_tokens)
-
-
-def grade_samples(rows: list[dict], samples: list[list[str]], graders: dict) -> list[list]:
-    """Grades per problem per sample, batched per domain."""
-    from tasks.grading.registry import make_grader
-
-    grades: list[list] = [[None] * len(s) for s in samples]
-    by_domain: dict[str, list[tuple[int, int]]] = {}
-    for i, (row, outs) in enumerate(zip(rows, samples)):
-        by_domain.setdefault(row["domain"], []).extend((i, j) for j in range(len(outs)))
-    for domain, idx in by_domain.items():
-        if domain not in graders:
-            graders[domain] = make_grader(domain)
-        results = graders[domain].grade_batch([(samples[i][j], rows[i]) for i, j in idx])
-        for (i, j), g in zip(idx, results):
-            grades[i][j] = g
-    return grades
 
 
 GRADE_CHUNK = 64  # samples per grading call (and progress line) when the generator reports no batches
@@ -156,9 +138,6 @@ def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=No
     `model_dir` is built and closed here, or with `nproc` > 1 one per worker process. `feed` and
     `progress_mode` go to the progress report (tasks/progress.py StepProgress: problems done, samples,
     correct so far); `progress_mode="off"` keeps the terminal quiet (RL's held-out runs)."""
-    from tasks.generation.select import make_generator
-    from tasks.progress import StepProgress
-
     if generator is not None and nproc != 1:
         raise ValueError(f"evaluate: nproc {nproc} builds its own engines, one per process; a given generator "
                          "runs in this process (nproc 1)")

@@ -2,13 +2,20 @@
 artifact while they sample (tasks/prefect_tasks.py), then the catalog record and table/image artifacts."""
 from __future__ import annotations
 
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
 from prefect import task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_image_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from storage.store import Store
+from tasks.evaluation.difficulty import build_difficulty_version
 from tasks.evaluation.evaluate import EvalConfig, evaluate
 from tasks.evaluation.record import record_evaluation
 from tasks.prefect_tasks import progress_feed
+from tasks.reporting import plot_bars, png_data_url
 
 
 @task(name="evaluate", cache_policy=NONE)
@@ -24,17 +31,6 @@ def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: s
 
 @task(name="tag-difficulty", cache_policy=NONE)
 def tag_difficulty_task(store: str | None, model: str, config, parent: str | None = None, nproc: int = 1) -> dict:
-    import tempfile
-    from dataclasses import asdict
-    from pathlib import Path
-
-    from prefect.artifacts import create_image_artifact
-
-    from storage.store import Store
-    from tasks.evaluation.difficulty import build_difficulty_version
-    from tasks.training.metrics import plot_bars
-    from tasks.training.prefect_tasks import png_data_url
-
     feed = progress_feed("difficulty-progress", f"difficulty tags by {config.k} samples of {model}"
                          + (f" in {nproc} processes" if nproc > 1 else ""))
     version = build_difficulty_version(store, model, config, parent, feed=feed, nproc=nproc)

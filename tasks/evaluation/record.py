@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import paths
-from storage.checkpoints import checkpoint_id, read_lineage
+from storage.checkpoints import read_lineage, recorded_checkpoint_id
 from storage.keys import code_version, hash_file, hash_json, short_id
 from storage.store import Store
 from tasks.evaluation.evaluate import EvalConfig, EvalResult
@@ -20,7 +20,8 @@ from tasks.evaluation.evaluate import EvalConfig, EvalResult
 
 def evaluation_id(model: str, benchmark_path: str, config: EvalConfig) -> str:
     """Content address of an evaluation: checkpoint weights, benchmark content, sampling settings, code."""
-    return short_id("ev", hash_json({"checkpoint": checkpoint_id(model), "benchmark": hash_file(benchmark_path),
+    return short_id("ev", hash_json({"checkpoint": recorded_checkpoint_id(model),
+                                     "benchmark": hash_file(benchmark_path),
                                      "config": asdict(config),
                                      "code": code_version(("tasks.evaluation", "tasks.grading", "tasks.generation"))}))
 
@@ -34,7 +35,7 @@ def find_evaluation(store_root: str, eval_id: str) -> dict | None:
 
 
 def record_evaluation(model: str, result: EvalResult, config: EvalConfig, store_root: str | None) -> dict:
-    ck = checkpoint_id(model)
+    ck = recorded_checkpoint_id(model)
     eval_id = evaluation_id(model, result.benchmark_path, config)
     row = {"id": eval_id, "checkpoint": ck, **result.summary(),
            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}

@@ -14,8 +14,8 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   params, batch_size). With `seeds` (one per prompt, base.py), each prompt gets a torch.Generator seeded
   with its seed, and its n rows draw their noise from it alone: a prompt's samples do not depend on the
   other prompts of the call. What can still differ with the batch is float rounding: a prompt's logits
-  batched with longer prompts (more left padding) differ from its logits alone by ~5e-6 (measured, demo
-  SFT model), which flips a sample only when two Gumbel-perturbed scores tie that closely. Callers that
+  batched with longer prompts (more left padding) differ from its logits alone by a few 1e-6
+  (docs/benchmarks.md), which flips a sample only when two Gumbel-perturbed scores tie that closely. Callers that
   need bit-identical samples across splits cut their prompts at multiples of `prompts_per_batch`, so
   every batch is one the unsplit call also runs (tasks/generation/parallel.py does).
 * Prefill. Each distinct prompt of a batch is run once (left-padded, `position_ids` = cumsum of the
@@ -34,12 +34,12 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   before it is < top_p, so the most likely token always is — transformers' TopPLogitsWarper rule) and the
   rest set to −inf; the token is argmax(scores + G), G = −log(−log U), U ~ Uniform[0, 1) i.i.d. from the
   generator of the row's group (the batch; with `seeds`, the row's prompt). That is the Gumbel-max trick:
-  an exact sample of softmax(scores) (up to fp32 U's 2⁻²⁴ grid); torch.rand + two logs cost ≈ 0.2 ms at
-  64 × 512 on one CPU thread, torch.multinomial or exponential_ ≈ 0.7-0.9 ms. U is drawn for all the rows
+  an exact sample of softmax(scores) (up to fp32 U's 2⁻²⁴ grid), and cheaper than torch.multinomial or
+  exponential_ (docs/benchmarks.md). U is drawn for all the rows
   of a group every step (evicted ones too) until every row of the group has finished, so a row's sample
   does not depend on which rows were evicted: `evict_frac` changes speed, never the completions.
-  Per-prompt groups cost one torch.rand call per live prompt per step instead of one per batch
-  (measured: see the end of this docstring).
+  Per-prompt groups cost one torch.rand call per live prompt per step instead of one per batch, no
+  cost above the run-to-run noise (docs/benchmarks.md).
 * Stopping and eviction. A row stops at its first eos id (generation_config.eos_token_id; kept in
   token_ids, finish "stop") or after max_tokens ("length"). Finished rows are dropped from the batch (KV
   rows, mask, positions) once they are ≥ `evict_frac` (1/8) of the rows still in it (at least one row), so
@@ -51,20 +51,7 @@ it generates one prompt per call) for models the loop does not drive:
 encoder-decoder or multimodal configs (sub-configs), sliding-window/non-"full_attention" layers, or a
 forward without `past_key_values`/`position_ids`/`logits_to_keep`. `loop="lean"` forces the loop.
 
-Measured (2026-11-30, the demo SFT model: 2-layer Qwen2, hidden 128, vocab 512; 32 bench_math prompts in
-batches of 8 prompts × 8 samples, ≤ 160 tokens; 1 torch thread, a shared 2-core machine at load ≈ 2):
-temperature 1 / top_p 1 (RL rollouts) transformers `generate` 3660 tokens per CPU-s, 11.6 CPU-ms per decode
-step → this loop 8315 tokens per CPU-s, 4.65 CPU-ms per step: x2.27 (3 runs each, 2.0-2.4 s vs 4.7-5.3 s
-CPU for the 18k tokens); temperature 0.6 / top_p 0.95 (evaluation) 3242 → 7610 tokens per CPU-s, x2.35.
-Where a step's time goes now (cProfile, 16 prompts × 8, ≈ 7 ms a step under the profiler): sdpa 1.6 ms,
-linear layers 1.4 ms, the rest of the model's forward (norms, rotary, Python) ≈ 2.9 ms, uniform noise
-0.25 ms, row eviction 0.16 ms on average. Equivalence (tests/generation/
-test_hf_lean_loop.py): log-probs within 1e-4 of a full forward pass, greedy identical to `generate`.
-Per-prompt seeds (2026-12-01, same model and machine, 32 bench_math prompts, temperature 0.6 / top_p 0.95,
-≤ 160 tokens, 1 thread, tokens per CPU-s, medians of 4-8 interleaved runs): k = 8 (8 prompts a batch) one
-generator per batch 5,350, one per prompt 5,600 — no cost above the run-to-run noise (±10%); the
-alternative, one prompt per batch (batch_size = k), 1,880 (x2.9 slower); k = 4 (16 prompts a batch) 5,470
-vs 5,780 per prompt vs 1,300 one prompt per batch (x4.7 slower).
+Speed against transformers `generate` and where a step's time goes: docs/benchmarks.md.
 """
 from __future__ import annotations
 

@@ -21,10 +21,11 @@ Rules:
 - Processes. The `multiprocessing` spawn context: a fresh interpreter per worker (nothing forked: no
   CUDA context, thread pool or lock copied mid-use; vLLM may start its own processes from it). One
   Process per shard, results through one Queue. A worker sets its environment (below) before anything
-  touches a device, builds its engine (select.make_generator), generates its shard, closes the engine
-  and exits. An exception in a worker is raised again in the caller (its own type when it pickles, with
-  the worker's traceback in the message otherwise); a worker that dies without a word (killed, out of
-  memory) is a RuntimeError naming its exit code; on any failure the other workers are terminated.
+  touches a device (so this module imports torch only inside functions), checks the model, builds its
+  engine (engine.open_engine), generates its shard, closes the engine and exits. An exception in a
+  worker is raised again in the caller (its own type when it pickles, with the worker's traceback in the
+  message otherwise); a worker that dies without a word (killed, out of memory) is a RuntimeError naming
+  its exit code; on any failure the other workers are terminated.
   Completions cross the process boundary without logprobs (stages that split only grade texts).
 - Devices (`worker_envs`). GPUs visible: worker r sees only the r-th (CUDA_VISIBLE_DEVICES), so N must be
   at most the number of visible GPUs (ValueError otherwise). CPU: worker r runs torch (and OpenMP) with
@@ -33,12 +34,16 @@ A generator here holds no engine between calls: `close()` has nothing to release
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import pickle
 import queue
 import traceback
 from typing import Callable, Sequence
 
 from tasks.generation.base import Completion, SamplingParams, accepts, check_seeds
+from tasks.generation.engine import BACKENDS, open_engine
+from tasks.models.checks import check_model_dir, context_length
 from tasks.process_lifetime import exit_with_parent
 
 POLL_S = 1.0   # how often the caller looks at its workers while none reports (a dead one is noticed then)
@@ -85,7 +90,7 @@ def nproc_problem(nproc: int) -> str | None:
 
 def visible_gpus() -> list[str]:
     """The device ids this process may use: CUDA_VISIBLE_DEVICES when set, else 0 .. device_count − 1."""
-    import torch
+    import torch  # late: module docstring "Processes"
 
     if not torch.cuda.is_available():
         return []
@@ -111,13 +116,12 @@ def _worker(rank: int, env: dict, model_dir: str, backend: str, engine_kw: dict,
     os.environ.update(env)
     gen = None
     try:
-        import torch
+        import torch  # after the environment (module docstring "Processes")
 
         if "OMP_NUM_THREADS" in env:  # a CPU worker: its share of the cores
             torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-        from tasks.generation.select import make_generator
-
-        gen = make_generator(model_dir, backend, **engine_kw)
+        check_model_dir(model_dir, deep=True)
+        gen = open_engine(model_dir, backend, **engine_kw)
 
         def send(start: int, comps: list[list[Completion]]) -> None:
             slim = [[Completion(c.text, list(c.token_ids), [], c.finish_reason) for c in cs] for cs in comps]
@@ -136,8 +140,6 @@ def _worker(rank: int, env: dict, model_dir: str, backend: str, engine_kw: dict,
 
 
 def _picklable(e: BaseException) -> BaseException | None:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(e))
         return e
@@ -149,11 +151,9 @@ class ShardedGenerator:
     """The Generator interface (base.py) over `nproc` worker processes (module rules)."""
 
     def __init__(self, model_dir: str, backend: str, nproc: int, **engine_kw):
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # late: it imports torch (module docstring "Processes")
 
-        from tasks.models.checks import context_length
-
-        if backend not in ("hf", "vllm"):
+        if backend not in BACKENDS:
             raise ValueError(f"ShardedGenerator needs a resolved backend (hf or vllm), not {backend!r}")
         self.model_dir, self.backend, self.nproc, self.engine_kw = str(model_dir), backend, nproc, engine_kw
         self.envs = worker_envs(nproc, visible_gpus(), cpu_cores())
@@ -164,19 +164,17 @@ class ShardedGenerator:
         """Prompts per indivisible piece of the split (module rule "Split")."""
         if self.backend != "hf":
             return 1
-        from tasks.generation.hf_backend import BATCH_SIZE, prompts_per_batch
+        from tasks.generation.hf_backend import BATCH_SIZE, prompts_per_batch  # late: imports torch
 
         return prompts_per_batch(self.engine_kw.get("batch_size", BATCH_SIZE), n)
 
     def generate(self, prompts: Sequence[str], params: SamplingParams,
                  on_batch: Callable[[int, list[list[Completion]]], None] | None = None,
                  seeds: Sequence[int] | None = None) -> list[list[Completion]]:
-        import multiprocessing as mp
-
         check_seeds(seeds, prompts)
         prompts = list(prompts)
         if seeds is None:
-            import torch
+            import torch  # late: module docstring "Processes"
 
             gen = torch.Generator(device="cpu").manual_seed(params.seed)
             seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()

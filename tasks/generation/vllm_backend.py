@@ -18,16 +18,15 @@ Rules (identical to the transformers backend, so stages and tests can swap backe
   top-p, whatever temperature/top_p was used to sample. The engine runs with `logprobs_mode="raw_logprobs"`
   (vLLM's default, set explicitly; other modes are refused) and each request asks for `logprobs=0`, i.e.
   only the sampled token's logprob. Precision follows the engine dtype: float32 on CPU (default below)
-  matches a transformers fp32 forward pass to ~1e-6 (tests allow 1e-4); the same tiny model run in bf16
-  differs from fp32 by max 6e-3 / mean 1e-3 per token (CPU, measured), more on large models: that is the
-  usual behaviour-vs-trainer mismatch on GPU, which the PPO-style ratio absorbs.
+  matches a transformers fp32 forward pass (tests allow 1e-4); bf16 differs from fp32 by far more (figures
+  in docs/benchmarks.md): the usual behaviour-vs-trainer mismatch on GPU, which the PPO-style ratio absorbs.
 - temperature <= 0 is greedy (top_p ignored): one decode per prompt, returned n times (HF's `generate`
   refuses greedy with num_return_sequences > 1).
 - Seeding: the call's `seed` draws one 62-bit seed per prompt (torch.Generator(seed), like hf_backend draws
   per batch), or `generate(..., seeds=...)` gives them (one per prompt, base.py); vLLM gives the k-th of the
   n samples `prompt_seed + k` and samples each request with its own torch.Generator, so the same model,
   prompts (in the same order) and seed give the same completions, and a prompt given its own seed gets the
-  same completions whatever else is in the call (on CPU exactly, measured; GPU kernels are not guaranteed
+  same completions whatever else is in the call (on CPU exactly, as tests check; GPU kernels are not guaranteed
   batch-invariant, so there a prompt's logits may round differently in another batch). The two backends
   do not draw the *same* samples for a seed; each reproduces itself.
 - `sync_weights(model | state_dict | (name, tensor) pairs)`: pushes the FULL set of HF weights (cast to the
@@ -36,18 +35,18 @@ Rules (identical to the transformers backend, so stages and tests can swap backe
   etc.) over every layer, then
   `reset_prefix_cache()`: cached prompt KV blocks were computed with the old weights and would otherwise be
   reused. `lm_head.weight` must be included even for tied-embedding models: vLLM keeps a separately
-  processed copy for the head, and a push without it leaves the old head in use (measured: outputs differ
+  processed copy for the head, and a push without it leaves the old head in use (outputs then differ
   from transformers). If a tied state dict lacks it, `model.embed_tokens.weight` is sent as `lm_head.weight`.
   Never push a subset per call: the post-processing then runs again on layers that were not reloaded
-  (measured on CPU: weights pushed one parameter per call leave an engine that emits only eos). In-process
+  (on CPU, weights pushed one parameter per call leave an engine that emits only eos). In-process
   engines (CPU default; set VLLM_ENABLE_V1_MULTIPROCESSING=0 for a colocated trainer on a GPU) take the
   pairs lazily as the loader consumes them, so a generator of parameters gathered one at a time from FSDP
   shards (distributed.full_parameters) never holds more than one whole parameter beyond the shards, and no
   copy is made beyond the dtype cast; a multi-process engine gets one `safetensors` blob of the CPU tensors
   (a full host copy) through the
   `WeightSyncExtension.klear_reload_safetensors` worker method (tensors nested in collective_rpc kwargs do
-  not survive the process boundary in 0.32.0). The engine is never restarted. Measured on CPU (fp32,
-  in-process, 2 busy cores): 0.04-0.08 s per sync for both the tiny (0.43M) and small (4.8M) presets.
+  not survive the process boundary in 0.32.0). The engine is never restarted (sync times:
+  docs/benchmarks.md).
   The RL trainer must also sync once right after building the engine when it resumes from a checkpoint:
   the engine loads `model_dir`, not the checkpoint.
 

@@ -13,8 +13,13 @@ the job's own id (`<id>-<i>`, unique per rollout), so group advantages compare l
 """
 from __future__ import annotations
 
+import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 
+from sandbox.config import JudgeConfig, PoolConfig
+from sandbox.judge import prepare, verify_safely
+from sandbox.pool import SandboxPool
 from sandbox.submission import Submission
 from tasks.grading.code_extract import extract_code
 from tasks.grading.grade import Grade, Outcome
@@ -35,8 +40,6 @@ def problem_key(row: dict) -> str:
     problem text and tests, so the rollouts of one problem still share their tests."""
     if row.get("id") is not None:
         return str(row["id"])
-    import hashlib
-
     tests = row.get("tests")
     text = json.dumps([row.get("problem"), tests if isinstance(tests, str) else json.dumps(tests, sort_keys=True)])
     return "sha1:" + hashlib.sha1(text.encode()).hexdigest()
@@ -58,24 +61,38 @@ def job_rows(items) -> tuple[list[dict], list[int], dict[int, Grade]]:
 
 
 class CodeGrader:
-    def __init__(self, workers: int = 2, max_tests: int = 16, seed: int = 0, **_):
-        from sandbox.config import JudgeConfig, PoolConfig
-        from tasks.verification.verify import VerifyConfig
+    """Grades code on its own sandbox pool (`workers` containers, judged `workers` at a time), started at
+    the first batch that needs it and kept warm until close(): a trainer grading every step pays the
+    pool start-up once."""
 
-        self.owner = f"code-grader-{id(self):x}"  # its containers stay warm from one batch to the next
-        self.config = VerifyConfig(executor="threads", workers=workers, judge=JudgeConfig(max_tests=max_tests, seed=seed),
-                                   pool=PoolConfig(size=workers), pool_owner=self.owner)
+    def __init__(self, workers: int = 2, max_tests: int = 16, seed: int = 0, **_):
+        self.workers = workers
+        self.judge = JudgeConfig(max_tests=max_tests, seed=seed)
+        self._pool: SandboxPool | None = None
 
     def grade_batch(self, items) -> list[Grade]:
-        from tasks.verification.verify import verify_rows
-
         jobs, where, grades = job_rows(items)
-        for i, res in zip(where, verify_rows(jobs, self.config) if jobs else []):
+        for i, res in zip(where, self._verify(jobs)):
             grades[i] = grade_from_result(res)
         return [grades[i] for i in range(len(items))]
 
+    def _verify(self, jobs: list[dict]) -> list[dict]:
+        """The sandbox result of each job row, in order. Rows the judge settles unrun (tests that cannot
+        be judged) start no containers."""
+        results = [prepare(job, self.judge) for job in jobs]
+        todo = [k for k, r in enumerate(results) if not isinstance(r, dict)]
+        if todo:
+            if self._pool is None:
+                self._pool = SandboxPool(PoolConfig(size=self.workers))
+            pool = self._pool.start()
+            with ThreadPoolExecutor(self.workers) as ex:
+                done = ex.map(lambda k: verify_safely(jobs[k], pool, self.judge), todo)
+                for k, res in zip(todo, done):
+                    results[k] = res
+        return results
+
     def close(self) -> None:
         """Stop this grader's warm sandbox containers (kept across grade_batch calls)."""
-        from tasks.verification.worker import close_pools
-
-        close_pools(self.owner)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()

@@ -19,14 +19,16 @@ this order:
   5. a period that ends a number (after a digit, before a space, `}`, `$`, `\\)`, `\\]` or the end) is
      dropped: `\\boxed{3.}` → `\\boxed{3}` (math-verify keeps `3.` as an unparsed string).
 
-`answer_span(text)` and `equality_chain(span)` find a relation chain in the model's answer, so the grader
-can refuse one whose numeric parts disagree (`4 = 3`, `x = 4 = 3`; math-verify reads both as 3).
+`last_boxed(text)` reads the last `\\boxed{}`. `answer_span(text)` and `equality_chain(span)` find a relation
+chain in the model's answer, so the grader can refuse one whose numeric parts disagree (`4 = 3`,
+`x = 4 = 3`; math-verify reads both as 3).
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 from fractions import Fraction
+from typing import Any
 
 _FULL_WIDTH = re.compile("[\uff01-\uff5e]")
 
@@ -103,17 +105,21 @@ def normalize_answer_text(text: str) -> str:
     return _END_PERIOD.sub("", text)
 
 
-def _last_braced(text: str, command: str) -> str | None:
-    """The content of the last `\\command{...}` (balanced braces), or None."""
-    i = text.rfind("\\" + command + "{")
+def last_boxed(text: Any) -> str | None:
+    """The content of the last `\\boxed{...}` whose braces balance (an earlier one when the last is cut
+    off), as written; None when there is none or `text` is not a string. The one reader of boxed answers:
+    the graders' answer span, curation's answers and source scores."""
+    if not isinstance(text, str):
+        return None
+    i = text.rfind("\\boxed{")
     while i >= 0:
-        start = i + len(command) + 2
+        start = i + len("\\boxed{")
         depth = 1
         for j in range(start, len(text)):
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             if depth == 0:
                 return text[start:j]
-        i = text.rfind("\\" + command + "{", 0, i)
+        i = text.rfind("\\boxed{", 0, i)
     return None
 
 
@@ -127,7 +133,7 @@ def answer_span(text: str) -> str:
     (`$$..$$`, `\\[..\\]`, `\\(..\\)`, `$..$`); else the math at the end of the last non-empty line (the
     run of symbols, numbers and one-letter names after its last word: `The answer is x = 4 = 3.` →
     `x = 4 = 3`)."""
-    boxed = _last_braced(text, "boxed")
+    boxed = last_boxed(text)
     if boxed is not None:
         return boxed
     spans = _MATH_SPANS.findall(text)

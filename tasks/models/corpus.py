@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from tasks.curation.problems import read_problems
+from tasks.records.sources import read_source
+
 log = logging.getLogger(__name__)
 
 
 def source_texts(paths: Iterable[str]) -> list[str]:
-    from tasks.curation.sources import read_source
-
     texts, bad = [], []
     for p in paths:
         for raw in read_source(str(p)):
@@ -28,7 +29,6 @@ def source_texts(paths: Iterable[str]) -> list[str]:
 def corpus_texts(data: str, on_bad: Callable[[str], None] | None = None) -> list[str]:
     """Problem + response of each canonical row with a response (the SFT rows) of a .jsonl/.parquet file,
     store or `STORE#VERSION`; bad file rows go to `on_bad` (default: a logged warning) and are skipped."""
-    from tasks.training.sft_data import load_sft_rows
-
     report = on_bad or (lambda line: log.warning("tokenizer corpus: skipped %s", line))
-    return [r["problem"] + "\n" + (r.get("response") or "") for r in load_sft_rows(data, report).rows]
+    rows, _ = read_problems(data, report)
+    return [r["problem"] + "\n" + (r.get("response") or "") for r in rows if r.get("response")]

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from storage.checkpoints import checkpoint_id, read_lineage
+from storage.checkpoints import read_lineage, recorded_checkpoint_id
 from storage.keys import code_version, hash_json, short_id
 from storage.store import Store
 
@@ -27,9 +27,10 @@ def stage_key(kind: str, inputs: dict[str, Any], params: Any, code: tuple[str, .
 
 
 def finished(path: Path) -> bool:
-    """A checkpoint directory is finished when its lineage file names its own weights."""
+    """A checkpoint directory is finished when its lineage file names its own weights (the id read from
+    that file unless a weight file is newer than it: storage.checkpoints.recorded_checkpoint_id)."""
     lineage = read_lineage(path) if (path / "config.json").exists() else None
-    return bool(lineage) and lineage.get("id") == checkpoint_id(path)
+    return bool(lineage) and lineage.get("id") == recorded_checkpoint_id(path)
 
 
 def base_model_dir(store: str | None, preset: str, seed: int, corpus_hash: str) -> Path:
@@ -38,10 +39,10 @@ def base_model_dir(store: str | None, preset: str, seed: int, corpus_hash: str) 
 
 
 def sft_dir(store: str | None, base: str, dataset: str, cfg) -> Path:
-    key = stage_key("sft", {"base": checkpoint_id(base), "dataset": dataset}, cfg, TRAINING_CODE)
+    key = stage_key("sft", {"base": recorded_checkpoint_id(base), "dataset": dataset}, cfg, TRAINING_CODE)
     return Path(Store(store).path("models", key))
 
 
 def rl_dir(store: str | None, sft: str, dataset: str, cfg) -> Path:
-    key = stage_key("rl", {"sft": checkpoint_id(sft), "dataset": dataset}, cfg, TRAINING_CODE)
+    key = stage_key("rl", {"sft": recorded_checkpoint_id(sft), "dataset": dataset}, cfg, TRAINING_CODE)
     return Path(Store(store).path("models", key))

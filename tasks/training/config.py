@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from tasks.config_checks import ConfigError, check_choice, check_existing_file, check_float, check_int, check_subset
+from tasks.evaluation.config import MAX_K
 from tasks.generation.sampling import Sampling
+from tasks.grading.registry import GRADERS
 from tasks.grading.rewards import RewardConfig
+from tasks.training.sft_responses import RESPONSE_RULES
 
 STRATEGIES = ("ddp", "fsdp")        # several processes: replicas, or parameters/grads/optimizer sharded (FSDP2)
 ATTENTIONS = ("auto", "flex", "varlen", "dense")  # packed SFT attention kernels (tasks/training/packed_attention.py)
@@ -47,8 +51,6 @@ class SFTConfig:
         """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
         `--lr 0` or `inf` would train at the default lr or into NaN weights, `--epochs 0` write an
         untrained checkpoint, `--seq-len 1` train nothing."""
-        from tasks.config_checks import ConfigError, check_choice, check_float, check_int
-
         check_int(self, "epochs", 1)
         check_int(self, "max_steps", 1, optional=True)
         check_float(self, "lr", 0.0, above=True, optional=True)
@@ -69,8 +71,6 @@ class SFTConfig:
         check_int(self, "keep_checkpoints", 1)
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "attention", ATTENTIONS)
-        from tasks.training.sft_responses import RESPONSE_RULES
-
         check_choice(self, "responses", RESPONSE_RULES)
 
 
@@ -92,8 +92,6 @@ class SelectionConfig:
     #                                       infra failure): keep (train on them) or exclude
 
     def __post_init__(self) -> None:
-        from tasks.config_checks import check_choice, check_float
-
         for domain in ("math", "code"):
             check_float(self, f"{domain}_min", 0.0, 1.0, optional=True)
             check_float(self, f"{domain}_max", getattr(self, f"{domain}_min") or 0.0, 1.0, optional=True)
@@ -155,11 +153,7 @@ class RLConfig(Sampling):
         """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
         least 2 rollouts (one rollout has zero reward variance: no advantage, nothing learned); the
         rollouts of a step must fill every mini-batch."""
-        from tasks.config_checks import (ConfigError, check_choice, check_existing_file, check_float, check_int,
-                                         check_subset)
-        from tasks.evaluation.config import MAX_K
-        from tasks.grading.registry import GRADERS
-        from tasks.training.advantages import ADVANTAGES
+        from tasks.training.advantages import ADVANTAGES  # these import torch; the CLI builds configs without it
         from tasks.training.losses import POLICY_LOSSES
 
         self.check_sampling()

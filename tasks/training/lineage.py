@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from storage.checkpoints import checkpoint_id, describe_checkpoint, read_lineage
+from storage.checkpoints import describe_checkpoint, read_lineage, recorded_checkpoint_id
 from storage.store import Store
 
 
 def parent_row(parent_dir: str) -> dict[str, Any]:
     """The parent's lineage row: its own lineage file if it has one, else it is a base model."""
     known = read_lineage(parent_dir)
-    if known and known.get("id") == checkpoint_id(parent_dir):
+    if known and known.get("id") == recorded_checkpoint_id(parent_dir):
         return known
     return describe_checkpoint(parent_dir, "base", None, None, {"source": str(Path(parent_dir).resolve())})
 

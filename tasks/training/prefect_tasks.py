@@ -3,7 +3,6 @@ and a progress artifact (tasks/prefect_tasks.py); after, a loss-curve image and 
 the checkpoint registered with lineage."""
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -14,13 +13,11 @@ from prefect.cache_policies import NONE
 
 from tasks.prefect_tasks import progress_feed
 from tasks.progress import ProgressLine, StepProgress
+from tasks.reporting import png_data_url
 from tasks.training.lineage import register_checkpoint
-from tasks.training.launch import run_sft
+from tasks.training.launch import run_rl, run_sft
+from tasks.training.rl_data import Selection
 from tasks.training.sft import SFTConfig
-
-
-def png_data_url(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
 
 
 @task(name="sft-train", cache_policy=NONE)
@@ -53,8 +50,6 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
 @task(name="rl-train", cache_policy=NONE)
 def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None,
                   nproc: int = 1) -> dict:
-    from tasks.training.launch import run_rl
-
     watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
                          feed=progress_feed("rl-progress", f"RL ({config.loss}) {out}"))
     rollouts = config.prompts_per_step * config.rollouts_per_prompt
@@ -66,8 +61,6 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                      clip_high=values.get("clip_frac_high", 0.0), **held_out)
 
     result = run_rl(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
-    from tasks.training.rl_data import Selection
-
     selection = Selection(json.loads((Path(out) / "rl_config.json").read_text()).get("selection", {}))
     get_run_logger().info("RL problems: %s", selection.line())
     row = register_checkpoint(out, "rl", model, result["dataset"],

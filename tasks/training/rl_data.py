@@ -15,8 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from tasks.curation.problems import read_problems
+from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
 from tasks.training.config import SelectionConfig
-from tasks.training.sft_data import read_problems
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,6 @@ def select_rows(rows: list[dict], domains: tuple[str, ...], selection: Selection
 def keep_fitting(rows: list[dict], tok, context_length: int | None, max_tokens: int,
                  data: str) -> tuple[list[dict], int]:
     """The rows whose chat prompt fits (module rule) and how many were left out; ValueError if none fit."""
-    from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
-
     fits, too_long = fit_prompts(tok, context_length, [chat_prompt(tok, r["problem"]) for r in rows], max_tokens)
     if too_long:
         log.warning("%s: %s", data, describe_too_long(too_long, context_length, max_tokens,

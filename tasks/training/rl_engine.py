@@ -1,6 +1,6 @@
 """The rollout engine of an RL run, one per rank, and how the policy's new weights reach it after each update.
 
-backend (RLConfig.backend, resolved by `resolve_backend`):
+backend (RLConfig.backend, resolved by tasks/generation/engine.py `resolve_backend`):
 - "hf", one process or DDP: the policy module itself generates (transformers); nothing to sync.
 - "hf", FSDP: the policy is sharded, and every forward of a sharded module is a collective, while ranks
   generate different prompts for different lengths. Each rank generates with an unsharded copy made before
@@ -17,20 +17,15 @@ backend (RLConfig.backend, resolved by `resolve_backend`):
 """
 from __future__ import annotations
 
+import copy
+import os
 from dataclasses import dataclass
 
 import torch
 
 from tasks.generation.hf_backend import HFGenerator
-
-
-def resolve_backend(backend: str) -> str:
-    """"auto" → "vllm" when vLLM is installed and a GPU is present, else "hf"."""
-    if backend != "auto":
-        return backend
-    from tasks.generation.select import vllm_available
-
-    return "vllm" if vllm_available() and torch.cuda.is_available() else "hf"
+from tasks.generation.vllm_backend import VLLMGenerator
+from tasks.training.distributed import full_parameters
 
 
 def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool,
@@ -40,10 +35,6 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
     (vLLM's external launcher: every rank of the group runs the same requests on its shard of the model,
     `rollout_share` gives them the same prompts and seed), world_size / tp such groups side by side."""
     if backend == "vllm":
-        import os
-
-        from tasks.generation.vllm_backend import VLLMGenerator
-
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # streamed sync, no host copy
         kw = {}
         if tensor_parallel > 1:
@@ -51,8 +42,6 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
                   "distributed_executor_backend": "external_launcher"}
         return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True, **kw))
     if sharded:
-        import copy
-
         return _PolicyCopyEngine(copy.deepcopy(model).eval(), tok, batch_size=batch_size)
     return _PolicyEngine(model, tok, batch_size=batch_size)
 
@@ -111,8 +100,6 @@ class _PolicyEngine(HFGenerator):
 class _PolicyCopyEngine(_PolicyEngine):
     def sync_weights(self, model) -> None:
         """Every rank must call it (each gather is a collective)."""
-        from tasks.training.distributed import full_parameters
-
         own = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, full in full_parameters(model):
@@ -132,8 +119,6 @@ class _VLLMRolloutEngine:
 
     def sync_weights(self, model) -> None:
         """Every rank must call it (each gather is a collective)."""
-        from tasks.training.distributed import full_parameters
-
         self.gen.wake(("weights",))
         self.gen.sync_weights(full_parameters(model))
         self.gen.wake(("kv_cache",))

@@ -33,7 +33,9 @@ import random
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
+from tasks.generation.engine import resolve_backend
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
 from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar
@@ -79,8 +81,6 @@ def use_rollout_logprobs(cfg: RLConfig, device: torch.device) -> bool:
     """"auto": the rollout log-probs when the engine is the policy itself at training precision (backend
     "hf", or "auto" resolved to it; no bf16 autocast in the update); else the recomputed pass."""
     if cfg.old_logprobs == "auto":
-        from tasks.training.rl_engine import resolve_backend
-
         return resolve_backend(cfg.backend) == "hf" and not bf16_enabled(cfg, device)
     return cfg.old_logprobs == "rollout"
 
@@ -278,8 +278,6 @@ def logprobs(model, chunk: list, device) -> tuple[torch.Tensor, torch.Tensor, fl
         for s in range(0, t, LOGPROB_BLOCK):
             block, ys = lg[s:s + LOGPROB_BLOCK], y[s:s + LOGPROB_BLOCK]
             if block.requires_grad:
-                from torch.utils.checkpoint import checkpoint
-
                 parts.append(checkpoint(token_logprobs, block, ys, use_reentrant=False))
             else:
                 parts.append(token_logprobs(block, ys))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tasks.grading.batch import grade_samples
+
 RESPONSE_RULES = ("all", "correct", "by_difficulty")
 HARD = ("hard", "unsolved")      # difficulty tags on which every response is kept under "by_difficulty"
 EASY = ("easy", "medium")        # difficulty tags on which only correct responses are kept
@@ -36,8 +38,6 @@ def select_responses(rows: list[dict], rule: str, graders: dict | None = None) -
     """The rows whose response SFT trains on under `rule`, in order, and the count of each outcome."""
     if rule == "all":
         return rows, {"kept": len(rows)}
-    from tasks.evaluation.evaluate import grade_samples
-
     own = graders is None
     graders = {} if own else graders
     try:

@@ -2,7 +2,7 @@
 
 Pure and importable without Prefect: `verify_rows(rows, config) -> list[dict]`, plus JSONL/Parquet IO.
 Names resolve lazily (PEP 562): a Dask worker that unpickles `verify_chunk` imports only the judge,
-not the file readers (pyarrow, fsspec, the curation sources), which would add ≈ 0.5 s to its start.
+not the file readers (pyarrow, fsspec, tasks.records), which would add ≈ 0.5 s to its start.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Rows in and results out: `.jsonl` or `.parquet` (local paths or fsspec URLs; `hf:` for input).
 
-Input is read with the curation source readers, so a line that is not JSON becomes a row carrying its
-`_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
+Input is read with the record readers (tasks/records/sources.py), so a line that is not JSON becomes a
+row carrying its `_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
 `details` is a JSON string column (its keys differ from row to row); in JSONL it is an object.
 A result that cannot be written as is (a lone surrogate in a string, which no UTF-8 file can hold) is
 written with that string escaped: one odd row never loses the batch.
@@ -12,8 +12,11 @@ import json
 import os
 from typing import Any, Iterable
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from storage import paths
-from tasks.curation.sources import SourceError, check_embedded_json, read_source, source_kind
+from tasks.records.sources import SourceError, check_embedded_json, read_source, source_kind
 
 OUTPUT_KINDS = ("jsonl", "parquet")
 
@@ -47,7 +50,7 @@ def same_file(a: str, b: str) -> bool:
 
 def read_rows(path: str) -> list[dict]:
     """Every row of the input, in order; an unreadable row (not UTF-8 or JSON, a lone surrogate, nested
-    too deep, also inside a `tests` JSON string; see tasks.curation.sources) is
+    too deep, also inside a `tests` JSON string; see tasks.records.sources) is
     {"id": None, "_error": "PATH line N: why"}."""
     try:
         rows = []
@@ -125,8 +128,6 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
 def _id_type(ids: list[Any]):
-    import pyarrow as pa
-
     present = [i for i in ids if i is not None]
     if present and all(isinstance(i, int) and not isinstance(i, bool) and _INT64[0] <= i <= _INT64[1]
                        for i in present):
@@ -151,9 +152,6 @@ def write_rows(rows: Iterable[dict], path: str) -> None:
                 for row in rows:
                     fh.write(_jsonl_line(row))
         else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
             id_type, ids = _id_type([r.get("id") for r in rows])
             table = pa.table({
                 "id": pa.array(ids, id_type),

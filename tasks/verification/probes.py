@@ -59,7 +59,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from sandbox.testcases import ASSERT, CALL, STDIO, InvalidTests, parse_tests
+from sandbox.testcases import ASSERT, CALL, STDIO, InvalidTests, parse_test_suite
 
 __all__ = ["derive_probes"]
 
@@ -252,7 +252,7 @@ def derive_probes(tests: Any, code: str, limit: int, seed: int = 0, key: object 
     if limit <= 0:
         return None
     try:
-        suite = parse_tests(tests)
+        suite = parse_test_suite(tests)
     except InvalidTests:
         return None
     rng = random.Random(f"{seed}:{key}")

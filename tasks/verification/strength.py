@@ -75,10 +75,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sandbox.compare import compare_stdout, decode_value, values_equal
-from sandbox.testcases import STDIO, count_tests, parse_tests
+from sandbox.testcases import STDIO, count_tests, parse_test_suite
 from sandbox.verdicts import ACCEPTED, SANDBOX_ERROR, SKIPPED, TIMEOUT, WRONG_ANSWER
+from tasks.config_checks import ConfigError, check_float, check_int
 from tasks.verification.mutants import Mutant, generate_mutants, reference_text
 from tasks.verification.probes import derive_probes
+from tasks.verification.verify import VerifyConfig, verify_rows
 
 __all__ = ["Strength", "StrengthConfig", "Subject", "WEAK_TESTS_ACTIONS", "probe_bundle", "score_test_strength",
            "verdict"]
@@ -121,8 +123,6 @@ class StrengthConfig:
 
     def __post_init__(self) -> None:
         """Ranges and names, checked when the config is made (CLI, flow parameters and pipeline alike)."""
-        from tasks.config_checks import ConfigError, check_float, check_int
-
         check_int(self, "mutants", 0, high=1000)
         check_float(self, "max_survival", 0.0, 1.0)
         if self.weak_tests not in WEAK_TESTS_ACTIONS:
@@ -293,7 +293,7 @@ def probe_bundle(probes: dict, programs: list[str]) -> tuple[str, dict]:
     would run alone: for stdin as the main script, with the probe input (and nothing else) on its stdin,
     which it reads by fd, sys.stdin or /dev/stdin alike; call-based imported as a module `solution`, the
     function taken from a `Solution` class first, as the runner does."""
-    mode = parse_tests(probes).mode
+    mode = parse_test_suite(probes).mode
     inputs = probes["inputs"]
     if mode == STDIO:
         code = _STDIO_BUNDLE.format(programs=repr(tuple(programs)))
@@ -323,8 +323,6 @@ class _Runs:
     def __call__(self, rows: list[dict], judge) -> list[dict]:
         if not rows:
             return []
-        from tasks.verification.verify import verify_rows
-
         done, progress = self.done, self.progress
         staged = (lambda d, t: progress(done + d, done + t)) if progress else None
         results = verify_rows(rows, dataclasses.replace(self.base, judge=judge), progress=staged)
@@ -352,8 +350,6 @@ def score_test_strength(subjects: list[Subject], config: StrengthConfig, verify_
     passes, each one verify_rows call for all problems: the screen, the full suite for the mutants the
     screen let through, the probes for those the full suite let through (one job per problem, with the
     reference)."""
-    from tasks.verification.verify import VerifyConfig
-
     if not config.enabled or not subjects:
         return {}
     base = verify_config or VerifyConfig()
@@ -421,7 +417,7 @@ def score_test_strength(subjects: list[Subject], config: StrengthConfig, verify_
         if res["verdict"] == SANDBOX_ERROR:
             st.unjudged += len(mutants)
             continue
-        mode = parse_tests(probes[pid]).mode
+        mode = parse_test_suite(probes[pid]).mode
         split = _split(res, len(mutants) + 2, len(probes[pid]["inputs"]))
         refs = [split[0], split[-1]]
         valid = _valid_probes(refs, mode, tolerance)

@@ -15,12 +15,16 @@ import math
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from sandbox.config import JudgeConfig, PoolConfig
-from sandbox.judge import prepare, verify_submission
+from sandbox.image import ensure_image
+from sandbox.judge import prepare, verify_safely
+from sandbox.pool import SandboxPool
 from sandbox.verdicts import SANDBOX_ERROR, result_row
+from tasks.dask_client import connect
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +57,13 @@ def _row_id(row):
     return row.get("id") if isinstance(row, dict) else None
 
 
-def _safe_verify(row, pool, judge: JudgeConfig) -> dict:
-    try:
-        return verify_submission(row, pool, judge)
-    except Exception as exc:  # a bug in the judge must cost one row, not the run
-        log.exception("verifying row %r", _row_id(row))
-        return result_row(_row_id(row), SANDBOX_ERROR, 0, 0,
-                          {"reason": f"internal error: {type(exc).__name__}: {exc}"})
-
-
 def verify_chunk(rows: list[dict], judge: JudgeConfig, pool: PoolConfig, owner: str | None = None) -> list[dict]:
     """The Dask task: judge a few rows on a warm pool (this worker's, or with `owner` the run's pool in
     this process, which the threads of a threads-only LocalCluster share)."""
-    from tasks.verification.worker import get_pool
+    from tasks.verification.worker import get_pool  # imports distributed: on a worker it is there already
 
     sandbox = get_pool(pool, owner=owner)
-    return [_safe_verify(row, sandbox, judge) for row in rows]
+    return [verify_safely(row, sandbox, judge) for row in rows]
 
 
 def _lost(rows: list[dict], why: str) -> list[dict]:
@@ -82,20 +77,16 @@ def _chunks(indices: list[int], size: int) -> list[list[int]]:
 def _run_threads(rows, todo, config, results, tick) -> None:
     """Judge in threads of this process. With `pool_owner` the containers stay warm for the next call
     (a trainer grading every step pays the pool start-up, ≈ 0.3-0.5 s, once); else a pool per call."""
-    from contextlib import nullcontext
-
-    from sandbox.pool import SandboxPool
-
     size = config.workers * config.threads_per_worker
     pool_config = dataclasses.replace(config.pool, size=size)
     if config.pool_owner is None:
         pool = SandboxPool(pool_config)
     else:
-        from tasks.verification.worker import get_pool
+        from tasks.verification.worker import get_pool  # imports distributed (≈ 0.5 s): only when asked
 
         pool = get_pool(pool_config, owner=config.pool_owner)
     with (pool if config.pool_owner is None else nullcontext(pool)), ThreadPoolExecutor(size) as ex:
-        futures = {ex.submit(_safe_verify, rows[i], pool, config.judge): i for i in todo}
+        futures = {ex.submit(verify_safely, rows[i], pool, config.judge): i for i in todo}
         for fut in futures:
             results[futures[fut]] = fut.result()
             tick(1)
@@ -103,9 +94,8 @@ def _run_threads(rows, todo, config, results, tick) -> None:
 
 def _connect(config: VerifyConfig, warm: bool):
     """(client, cluster or None). With `warm`, a plugin warms each worker's own containers as it starts."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # Dask is imported only by runs that use it (≈ 0.5 s)
 
-    from tasks.dask_client import connect
     from tasks.verification.worker import SandboxPlugin
 
     plugins = {SandboxPlugin(config.pool)} if warm else set()
@@ -125,8 +115,6 @@ def _connect(config: VerifyConfig, warm: bool):
 
 
 def _check_image(config: VerifyConfig) -> None:
-    from sandbox.image import ensure_image
-
     try:
         ensure_image(config.pool.image)
     except Exception as exc:
@@ -134,7 +122,7 @@ def _check_image(config: VerifyConfig) -> None:
 
 
 def _warm_run_pool(pool: PoolConfig, owner: str) -> None:
-    from tasks.verification.worker import get_pool
+    from tasks.verification.worker import get_pool  # imports distributed (≈ 0.5 s): only when asked
 
     try:
         get_pool(pool, owner=owner)
@@ -165,7 +153,7 @@ def sandbox_placement(scheduler_info: dict) -> tuple[dict | None, int]:
 
 
 def _run_dask(rows, todo, config, results, tick) -> None:
-    from tasks.verification.worker import close_pools
+    from tasks.verification.worker import close_pools  # imports distributed (≈ 0.5 s): only when asked
 
     pool, owner, started = config.pool, None, None
     if config.dask_address is None and not config.processes:
@@ -178,7 +166,7 @@ def _run_dask(rows, todo, config, results, tick) -> None:
         #   while the cluster starts (a worker that gets there first waits on the build lock)
         started = _in_background(_check_image, config)
     try:
-        from distributed import as_completed
+        from distributed import as_completed  # after the pool started warming: they overlap
 
         client, cluster = _connect(config, warm=owner is None)
         try:

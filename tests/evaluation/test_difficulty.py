@@ -1,6 +1,5 @@
 import json
 
-import pytest
 
 from storage.store import Store
 from tasks.curation.config import CurateConfig

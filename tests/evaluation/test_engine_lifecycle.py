@@ -51,7 +51,8 @@ def built(monkeypatch):
         made.append(_Engine(fail=made.fail))
         return made[-1]
 
-    monkeypatch.setattr("tasks.generation.select.make_generator", fake)
+    monkeypatch.setattr("tasks.evaluation.evaluate.make_generator", fake)
+    monkeypatch.setattr("tasks.evaluation.difficulty.make_generator", fake)
     return made
 
 

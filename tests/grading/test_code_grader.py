@@ -37,20 +37,19 @@ def test_code_grader_soft_scores():
 def test_code_grader_keeps_its_containers_between_batches():
     """A trainer grades every step: the grader's pool starts once and is closed by close()."""
     from tasks.grading.registry import make_grader
-    from tasks.verification import worker
 
     tests = {"inputs": ["2\n"], "outputs": ["4\n"]}
     item = ("<think>x</think>```python\nprint(int(input()) * 2)\n```", {"id": "a", "tests": tests})
     g = make_grader("code", workers=1)
     try:
         assert [x.correct for x in g.grade_batch([item])] == [True]
-        pools = [p for (owner, _), p in worker._pools.items() if owner == g.owner]
-        assert len(pools) == 1
+        pool = g._pool
+        assert pool is not None
         assert [x.correct for x in g.grade_batch([item, item])] == [True, True]
-        assert pools[0].stats["started"] == 1
+        assert g._pool is pool and pool.stats["started"] == 1
     finally:
         g.close()
-    assert not [k for k in worker._pools if k[0] == g.owner]
+    assert g._pool is None and pool._closed
 
 
 @pytest.mark.parametrize("res, outcome, score", [
@@ -67,21 +66,19 @@ def test_sandbox_verdicts_map_to_outcomes(res, outcome, score):
 
 
 class _Recorder:
-    """Stands in for verify_rows: records the job rows, answers each with the verdict in `script`."""
+    """Stands in for the sandbox: records the job rows, answers each with the verdict in `script`."""
     def __init__(self, script):
         self.script, self.jobs = script, []
 
-    def __call__(self, jobs, config):
+    def __call__(self, jobs):
         self.jobs += jobs
         return [{"id": j["id"], "verdict": v, "passed": 0, "total": 16, "reward": None if v == "sandbox_error" else 0.0,
                  "details": {}} for j, v in zip(jobs, self.script)]
 
 
 def _grade(monkeypatch, items, script):
-    import tasks.verification.verify as verify
-
     rec = _Recorder(script)
-    monkeypatch.setattr(verify, "verify_rows", rec)
+    monkeypatch.setattr(CodeGrader, "_verify", lambda self, jobs: rec(jobs))
     return CodeGrader(workers=1).grade_batch(items), rec.jobs
 
 
@@ -114,3 +111,10 @@ def test_rollouts_of_one_problem_sample_the_same_tests():
     assert len(same[0]) == 16 and all(s == same[0] for s in same)
     own = [prepare({"id": f"p1-{i}", "code": code, "tests": TESTS}, cfg).indices for i in range(4)]
     assert len({tuple(s) for s in own}) > 1  # keyed by the row id, rollouts would see different tests
+
+
+def test_a_batch_the_judge_settles_unrun_starts_no_containers():
+    """Tests that cannot be judged are settled before the sandbox: no pool is made (no Docker needed)."""
+    g = CodeGrader(workers=1)
+    (grade,) = g.grade_batch([(PROGRAM, {"id": "p", "tests": {"inputs": ["1\n"]}})])
+    assert (grade.outcome, grade.verdict) == (Outcome.INFRA, "invalid_tests") and g._pool is None

@@ -1,7 +1,7 @@
 """The text rules applied before math-verify (tasks/grading/math_answers.py), one row per rule or trap."""
 import pytest
 
-from tasks.grading.math_answers import answer_span, equality_chain, normalize_answer_text, repeating_decimal
+from tasks.grading.math_answers import answer_span, equality_chain, last_boxed, normalize_answer_text, repeating_decimal
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -99,3 +99,9 @@ def test_answer_span(text, span):
 ])
 def test_equality_chain(span, parts):
     assert equality_chain(span) == parts
+
+
+def test_last_boxed_balances_braces():
+    assert last_boxed(r"x \boxed{1} then \boxed{\frac{1}{2}}") == r"\frac{1}{2}"
+    assert last_boxed("none") is None and last_boxed(None) is None
+    assert last_boxed(r"\boxed{3} and a cut-off \boxed{4") == "3"  # the last one that closes

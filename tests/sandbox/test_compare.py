@@ -1,4 +1,4 @@
-"""LiveCodeBench comparison rules (RECIPE.md) and call-based equality. No Docker."""
+"""LiveCodeBench comparison rules and call-based equality. No Docker."""
 import math
 from decimal import Decimal
 from fractions import Fraction

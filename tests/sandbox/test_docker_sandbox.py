@@ -361,7 +361,6 @@ def test_container_killed_mid_job_is_retried_not_scored(pool, docker_client):
     import threading
 
     def kill_soon():
-        import time
 
         time.sleep(0.5)
         for c in ours(docker_client):

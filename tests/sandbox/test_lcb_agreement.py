@@ -19,14 +19,14 @@ la = load_bench("lcb_agreement")
 
 
 def test_corpus_is_well_formed():
-    from sandbox.testcases import parse_tests
+    from sandbox.testcases import parse_test_suite
 
     corpus = la.load_corpus()
     ids = [row["id"] for row in corpus]
     assert len(ids) == len(set(ids))
     for row in corpus:
         assert row["kind"] in ("honest", "wrong"), row["id"]
-        suite = parse_tests(row["tests"])
+        suite = parse_test_suite(row["tests"])
         assert len(suite) == la.n_tests(row), row["id"]
         assert len(row["lcb"]["passed"]) == len(suite), row["id"]
         assert row["lcb"]["all"] == all(row["lcb"]["passed"]), row["id"]

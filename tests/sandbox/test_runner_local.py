@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from sandbox.image import RUNNER_PATH
-from sandbox.testcases import parse_tests
+from sandbox.testcases import parse_test_suite
 from sandbox.verdicts import judge_test, stdout_text
 
 LIMITS = {"cpu_s": 1.0, "wall_s": 2.0, "output_bytes": 4096}
@@ -34,7 +34,7 @@ RUNNER = _load_runner_module()
 def assert_job(runner, code, assert_code, checker=True, **job):
     """Run assert-style tests as the host sends them; (suite, runs, response). With `checker`, every
     snippet goes to the checker, plain calls included (without: plain calls are made by the program)."""
-    suite = parse_tests({"assert_code": assert_code})
+    suite = parse_test_suite({"assert_code": assert_code})
     if checker:
         suite = dataclasses.replace(suite, programs=tuple(dataclasses.replace(p, calls=None) for p in suite.programs))
     indices = list(range(len(suite)))

@@ -4,49 +4,49 @@ import json
 import pytest
 
 from sandbox.asserts import AssertTest, Snippet
-from sandbox.testcases import (ASSERT, CALL, STDIO, InvalidTests, UnjudgeableTests, count_tests, parse_tests,
+from sandbox.testcases import (ASSERT, CALL, STDIO, InvalidTests, UnjudgeableTests, count_tests, parse_test_suite,
                                sample_indices)
 
 
 def test_stdio():
-    s = parse_tests({"inputs": ["1 2\n", ["3", "4"]], "outputs": ["3\n", "7"]})
+    s = parse_test_suite({"inputs": ["1 2\n", ["3", "4"]], "outputs": ["3\n", "7"]})
     assert s.mode == STDIO and s.inputs == ("1 2\n", "3\n4\n") and s.outputs == ("3\n", "7")
     assert s.plan([1]) == ([{"stdin": "3\n4\n"}], [0])  # never the expected output
 
 
 def test_json_string_and_lcb_list_forms():
-    s = parse_tests(json.dumps({"inputs": ["1"], "outputs": ["1"]}))
+    s = parse_test_suite(json.dumps({"inputs": ["1"], "outputs": ["1"]}))
     assert s.mode == STDIO
-    s = parse_tests([{"input": "1\n", "output": "2\n", "testtype": "stdin"}])
+    s = parse_test_suite([{"input": "1\n", "output": "2\n", "testtype": "stdin"}])
     assert s.mode == STDIO and s.outputs == ("2\n",)
 
 
 def test_call_based():
-    s = parse_tests({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]})
+    s = parse_test_suite({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]})
     assert s.mode == CALL and s.fn_name == "add" and s.plan([0]) == ([{"args": [1, 2]}], [0])
 
 
 def test_plan_of_stdio_and_call_suites_is_one_run_per_chosen_test():
-    s = parse_tests({"inputs": ["a", "b", "c"], "outputs": ["SECRET1", "SECRET2", "SECRET3"]})
+    s = parse_test_suite({"inputs": ["a", "b", "c"], "outputs": ["SECRET1", "SECRET2", "SECRET3"]})
     assert s.plan([0, 2]) == ([{"stdin": "a"}, {"stdin": "c"}], [0, 1])
-    c = parse_tests({"fn_name": "f", "inputs": [[1], [2], [3]], "outputs": [10, 20, 30]})
+    c = parse_test_suite({"fn_name": "f", "inputs": [[1], [2], [3]], "outputs": [10, 20, 30]})
     assert c.plan([1, 2]) == ([{"args": [2]}, {"args": [3]}], [0, 1])
 
 
 def test_call_based_livecodebench_json_lines():
-    s = parse_tests({"fn_name": "f", "inputs": ["[1, 2]\n\"x\""], "outputs": ["[3]"]})
+    s = parse_test_suite({"fn_name": "f", "inputs": ["[1, 2]\n\"x\""], "outputs": ["[3]"]})
     assert s.inputs == ([[1, 2], "x"],) and s.outputs == ([3],)
 
 
 # ------------------------------------------------------------------------------------ assert-style
 def units(code):
     """The checker's (kind, source) units of a one-snippet suite."""
-    (snippet,) = parse_tests({"assert_code": code}).programs
+    (snippet,) = parse_test_suite({"assert_code": code}).programs
     return list(snippet.units)
 
 
 def test_assert_style_is_split_into_setup_and_test_units():
-    s = parse_tests({"assert_code": "x = 2\nassert f(1) == 2, 'message'\nassert f(x) == 4"})
+    s = parse_test_suite({"assert_code": "x = 2\nassert f(1) == 2, 'message'\nassert f(x) == 4"})
     assert s.mode == ASSERT and len(s) == 2 and s.outputs is None and s.fn_name is None
     assert s.inputs == (AssertTest(0, 0, "assert f(1) == 2, 'message'"), AssertTest(0, 1, "assert f(x) == 4"))
     assert s.programs == (Snippet((("setup", "x = 2"), ("test", "assert f(1) == 2, 'message'"),
@@ -55,13 +55,13 @@ def test_assert_style_is_split_into_setup_and_test_units():
 
 
 def test_assert_style_test_index_restarts_per_snippet():
-    s = parse_tests({"assert_code": ["assert f(1) == 1", "x = 2\nassert f(x) == 2\nassert f(3) == 3"]})
+    s = parse_test_suite({"assert_code": ["assert f(1) == 1", "x = 2\nassert f(x) == 2\nassert f(3) == 3"]})
     assert len(s) == 3 and len(s.programs) == 2
     assert [(t.snippet, t.unit) for t in s.inputs] == [(0, 0), (1, 0), (1, 1)]  # unit: key of raw["checks"]
 
 
 def test_assert_style_setup_only_snippet_is_dropped():
-    s = parse_tests({"assert_code": ["import math", "assert f() == 1", "y = 2"]})
+    s = parse_test_suite({"assert_code": ["import math", "assert f() == 1", "y = 2"]})
     assert len(s) == 1 and len(s.programs) == 1 and s.inputs[0].snippet == 0
     assert s.programs[0].units == (("test", "assert f() == 1"),)
 
@@ -88,7 +88,7 @@ def test_assert_style_humaneval_check_for_loop_is_one_test_and_helpers_stay():
                    ("setup", "candidate = f"), ("test", "assert candidate(0) == helper(0)"),
                    ("test", "for x in range(5):\n    assert candidate(x) == helper(x)"),
                    ("setup", "y = 7"), ("test", "assert candidate(y) == 8")]
-    s = parse_tests({"assert_code": code})
+    s = parse_test_suite({"assert_code": code})
     assert [t.source for t in s.inputs] == ["assert candidate(0) == helper(0)",
                                             "for x in range(5): assert candidate(x) == helper(x)",
                                             "assert candidate(y) == 8"]
@@ -136,7 +136,7 @@ def test_assert_style_check_function_not_inlinable_is_kept_and_its_calls_are_tes
 def test_assert_style_once_refused_shapes_are_judgeable_now(code, tests):
     # The old host-side rewrite refused these (loops, helpers, computed expectations, foreign predicates);
     # the checker runs the test code as written, so each is judged.
-    s = parse_tests({"assert_code": code})
+    s = parse_test_suite({"assert_code": code})
     assert len(s) == tests == count_tests({"assert_code": code})
 
 
@@ -147,11 +147,11 @@ def test_assert_style_once_refused_shapes_are_judgeable_now(code, tests):
     "assert set(f(1)) - {1} == set()", "import math\nassert math.isclose(f(1), 0.5)",
 ])
 def test_common_honest_shapes_stay_judgeable(code):
-    assert len(parse_tests({"assert_code": code})) == 1
+    assert len(parse_test_suite({"assert_code": code})) == 1
 
 
 def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
-    s = parse_tests({"assert_code": ["assert f(0) == 'SECRET0', 'm'",
+    s = parse_test_suite({"assert_code": ["assert f(0) == 'SECRET0', 'm'",
                                      "assert f(1) == 'SECRET1', 'm'\nassert f(2) == 'SECRET2', 'm'",
                                      "assert f(3) == 'SECRET3', 'm'"]})  # messages: not plain calls
     assert len(s) == 4
@@ -170,13 +170,13 @@ def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
 def test_assert_style_plan_holds_the_test_code_only_as_units():
     # The expected values do go to the runner (the checker runs the test code), but as units of test
     # code only: nothing else of the row travels in a run.
-    s = parse_tests({"assert_code": "assert f(1) == 2, 'm'"})
+    s = parse_test_suite({"assert_code": "assert f(1) == 2, 'm'"})
     assert s.plan([0]) == ([{"units": [["test", "assert f(1) == 2, 'm'"]]}], [0])
 
 
 def test_plain_call_asserts_send_only_the_calls():
     # `assert F(literals) == literal`: the program gets the calls; the expected values stay on the host
-    s = parse_tests({"assert_code": "def check(candidate):\n    assert candidate(1, (2,)) == 'SECRET'\n"
+    s = parse_test_suite({"assert_code": "def check(candidate):\n    assert candidate(1, (2,)) == 'SECRET'\n"
                                     "    assert not candidate(0, ())\ncheck(f)"})
     assert s.plan([0, 1]) == ([{"calls": [["f", [1, {"__tuple__": [2]}]], ["f", [0, {"__tuple__": []}]]]}], [0, 0])
     assert "SECRET" not in json.dumps(s.plan([0, 1])[0])
@@ -221,7 +221,7 @@ def test_count_tests(tests, n):
 ])
 def test_invalid(tests, why):
     with pytest.raises(InvalidTests) as exc:
-        parse_tests(tests)
+        parse_test_suite(tests)
     assert why in str(exc.value)
 
 
@@ -243,7 +243,7 @@ def test_invalid(tests, why):
 ])
 def test_unjudgeable_assert_snippets_are_invalid_tests(code, why):
     with pytest.raises(UnjudgeableTests) as exc:
-        parse_tests({"assert_code": code})
+        parse_test_suite({"assert_code": code})
     assert why in str(exc.value)
     assert isinstance(exc.value, InvalidTests) and count_tests({"assert_code": code}) == 0
 

@@ -8,16 +8,16 @@ import pytest
 
 from sandbox.config import JudgeConfig, Limits
 from sandbox.judge import judge, prepare
-from sandbox.testcases import parse_tests
+from sandbox.testcases import parse_test_suite
 from sandbox.verdicts import (INVALID_TESTS, SANDBOX_ERROR, SKIPPED, UNSCORED, VERDICTS, judge_test as verdict_of,
                               program_output, result_row, stdout_text, summarize)
 
-STDIO = parse_tests({"inputs": ["1\n"], "outputs": ["2\n"]})
-CALL = parse_tests({"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]})
+STDIO = parse_test_suite({"inputs": ["1\n"], "outputs": ["2\n"]})
+CALL = parse_test_suite({"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]})
 
 def checker_suite(tests):
     """An assert-style suite whose snippets all go to the checker (plain calls included)."""
-    suite = parse_tests(tests)
+    suite = parse_test_suite(tests)
     return dataclasses.replace(suite, programs=tuple(dataclasses.replace(p, calls=None) for p in suite.programs))
 
 ASSERT = checker_suite({"assert_code": "assert f() == 1"})  # one test: unit 0 of snippet 0

@@ -71,7 +71,7 @@ def test_training_figures_average_the_steps_that_trained_then_the_seeds():
 
 
 def test_plot_arms_writes_one_panel_per_metric(tmp_path):
-    from tasks.training.metrics import plot_arms
+    from tasks.reporting import plot_arms
 
     runs = [[{"step": s, "entropy": 1.0 / s} for s in (1, 2, 3)], [{"step": s, "entropy": 2.0 / s} for s in (1, 2)]]
     out = plot_arms({"gppo": runs}, ("entropy",), tmp_path / "c.png", "t")

@@ -38,7 +38,7 @@ def test_rules_on_graded_math_responses():
 
 
 def test_a_canonical_file_keeps_difficulty_and_a_bad_tag_names_the_row(tmp_path):
-    from tasks.training.sft_data import read_problems
+    from tasks.curation.problems import read_problems
 
     data = tmp_path / "d.jsonl"
     row = {"domain": "math", "problem": "What is 2 + 2?", "answer": "4", "response": RIGHT}

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from sandbox.testcases import parse_tests
+from sandbox.testcases import parse_test_suite
 from tasks.verification.probes import derive_probes
 
 STDIO = {"inputs": ["3\n1 5 -2\n"], "outputs": ["4\n"]}
@@ -44,7 +44,7 @@ def test_assert_style_probes_are_the_asserts_calls_then_their_changes():
 def test_probes_run_as_tests_and_are_never_a_test_input():
     for tests in (STDIO, CALL):
         probes = derive_probes(tests, CODE, limit=100)
-        assert len(parse_tests(probes)) == len(probes["inputs"])
+        assert len(parse_test_suite(probes)) == len(probes["inputs"])
         assert not set(map(json.dumps, probes["inputs"])) & set(map(json.dumps, tests["inputs"]))
 
 

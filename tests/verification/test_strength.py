@@ -6,7 +6,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from sandbox.testcases import parse_tests
+from sandbox.testcases import parse_test_suite
 from sandbox.verdicts import program_output, result_row
 from tasks.config_checks import ConfigError
 from tasks.verification.strength import StrengthConfig, Subject, _differs, _valid_probes, score_test_strength
@@ -106,7 +106,7 @@ def test_all_probe_runs_of_a_problem_are_one_sandbox_job(monkeypatch):
     """Each container's runner has its own str-hash secret (`python -I`), so set order may differ between
     containers: the reference's two probe runs and every mutant's must share ONE job (one container), or
     an equivalent mutant could differ from a reference whose two runs agreed in another container."""
-    import tasks.verification.verify as verify
+    import tasks.verification.strength as strength
 
     jobs = []
 
@@ -114,12 +114,12 @@ def test_all_probe_runs_of_a_problem_are_one_sandbox_job(monkeypatch):
         jobs.append(rows)
         out = []
         for r in rows:
-            n = len(parse_tests(r["tests"]))
+            n = len(parse_test_suite(r["tests"]))
             entries = [{"index": i, "verdict": "wrong_answer", "output": "x\n", "cpu": 0.01} for i in range(n)]
             out.append(result_row(r["id"], "accepted", n, n, {"tests": entries}))
         return out
 
-    monkeypatch.setattr(verify, "verify_rows", fake_verify_rows)
+    monkeypatch.setattr(strength, "verify_rows", fake_verify_rows)
     code = "a, b = input().split()\nunused = 0\nprint(b)"  # one mutant (`0` → `1`), equivalent
     tests = {"inputs": [f"{n} {n + 10}\n" for n in range(3, 9)], "outputs": [f"{n + 10}\n" for n in range(3, 9)]}
     st = score_test_strength([Subject("p", code, tests)], StrengthConfig(probes=4))["p"]
@@ -138,7 +138,7 @@ def test_a_reference_that_cannot_be_mutated_is_scored_with_the_reason_not_an_exc
 
 
 def test_the_judge_keeps_outputs_only_when_asked_and_only_what_fits():
-    stdio, call = parse_tests({"inputs": ["1\n"], "outputs": ["1\n"]}).mode, "call"
+    stdio, call = parse_test_suite({"inputs": ["1\n"], "outputs": ["1\n"]}).mode, "call"
     raw = {"stdout_b64": "aGkK", "report": {"value": [1, 2]}}
     assert program_output(raw, stdio, 10) == "hi\n" and program_output(raw, stdio, 2) is None
     assert program_output(raw, call, 10) == [1, 2] and program_output(raw, call, 3) is None
@@ -318,7 +318,7 @@ def _parent(store_root):
 @pytest.mark.docker
 def test_weak_tests_drop_keeps_rows_in_equal_kept_plus_dropped(verify_config, tmp_path):
     from storage.store import Store
-    from tasks.curation.verify_dataset import build_validated_version
+    from tasks.verification.verify_dataset import build_validated_version
 
     parent = _parent(str(tmp_path))
     v = build_validated_version(str(tmp_path), parent, 1, verify_config, strength=StrengthConfig())
@@ -342,7 +342,7 @@ def test_weak_tests_drop_keeps_rows_in_equal_kept_plus_dropped(verify_config, tm
 def test_an_undetermined_problem_is_kept_and_flagged_not_reported_strong(verify_config, tmp_path):
     from storage.store import DatasetVersion, Store
     from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA
-    from tasks.curation.verify_dataset import build_validated_version
+    from tasks.verification.verify_dataset import build_validated_version
 
     rows = [_problem("solution", SOLUTION, SOLUTION_TESTS), _problem("strong", COUNT, STRONG)]
     Store(str(tmp_path)).write_version(
@@ -362,7 +362,7 @@ def test_an_undetermined_problem_is_kept_and_flagged_not_reported_strong(verify_
 @pytest.mark.docker
 def test_weak_tests_tag_keeps_the_problem_flagged_in_a_version_of_its_own(verify_config, tmp_path):
     from storage.store import Store
-    from tasks.curation.verify_dataset import build_validated_version, validation_version_id
+    from tasks.verification.verify_dataset import build_validated_version, validation_version_id
 
     parent = _parent(str(tmp_path))
     tag = StrengthConfig(weak_tests="tag")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-import sandbox.pool
+import sandbox.judge
 import tasks.verification.verify as verify_mod
 from sandbox.verdicts import result_row
 from tasks.verification import VerifyConfig, verify_rows
@@ -30,8 +30,8 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
         time.sleep(0.01 * (row["id"] % 3))  # finish out of order
         return result_row(row["id"], "accepted", 1, 1, {})
 
-    monkeypatch.setattr(sandbox.pool, "SandboxPool", FakePool)
-    monkeypatch.setattr(verify_mod, "verify_submission", fake_verify)
+    monkeypatch.setattr(verify_mod, "SandboxPool", FakePool)
+    monkeypatch.setattr(sandbox.judge, "verify_submission", fake_verify)
     ok = {"code": "x", "tests": {"assert_code": "assert f(1) == 1"}}
     rows = [dict(ok, id=i) for i in range(20)] + [dict(ok, id="boom"), {"id": None, "_error": "in.jsonl line 9: not JSON"},
                                                   {"id": "no-tests", "code": "x"}]
@@ -49,8 +49,8 @@ def test_unreadable_rows_are_reported_by_line_and_the_others_judged(monkeypatch,
     beyond 64 bits) never stop the run: each bad one is one result naming its line."""
     from tasks.verification.io import read_rows, write_rows
 
-    monkeypatch.setattr(sandbox.pool, "SandboxPool", FakePool)
-    monkeypatch.setattr(verify_mod, "verify_submission",
+    monkeypatch.setattr(verify_mod, "SandboxPool", FakePool)
+    monkeypatch.setattr(sandbox.judge, "verify_submission",
                         lambda row, pool, judge: result_row(row["id"], "accepted", 1, 1, {}))
     ok = b'"code": "x", "tests": {"assert_code": "assert f(1) == 1"}}'
     path = tmp_path / "in.jsonl"
