@@ -13,8 +13,8 @@ old_logp is the rollout policy's log-prob. The first mini-batch trains on the un
 it from its own pass; for the others it is, per `old_logprobs`, either recomputed by a no-grad forward pass
 before the first update ("recompute", training numerics exactly) or taken from the rollout engine
 ("rollout": free; only when the engine is the policy itself in the same precision, i.e. the transformers
-backend, whose rollout log-probs differ from the training pass by ≤ 6.4e-6, mean 3e-8, measured on the demo
-SFT model, 128 rollouts, 10k tokens; "auto" = "rollout" for backend "hf" without bf16, else "recompute").
+backend, whose rollout log-probs match the training pass to a few 1e-6 (docs/benchmarks.md); "auto" =
+"rollout" for backend "hf" without bf16, else "recompute").
 Constant lr after warm-up, weight decay 0.1, grad clip 1.0, no KL, seeded.
 The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, whose weights are pushed in
 place after every optimizer step (tasks/training/rl_engine.py).
@@ -41,15 +41,23 @@ from typing import Callable
 
 import torch
 
+from storage.claims import claim_dir
+from tasks.cpu_threads import ThreadGovernor
+from tasks.evaluation.evaluate import EvalConfig, evaluate
 from tasks.generation.base import chat_prompt
+from tasks.generation.engine import resolve_backend
+from tasks.grading.batch import grade_samples
 from tasks.grading.rewards import is_correct, reward_from_grade
+from tasks.models.checks import check_model_dir
 from tasks.progress import StepProgress
+from tasks.reporting import plot_curve
 from tasks.training import distributed as dist_utils
 from tasks.training.config import RLConfig
-from tasks.training.checkpoint import check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint
-from tasks.training.metrics import MetricsLog, plot_curve
+from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
+                                       save_model)
+from tasks.training.metrics import MetricsLog
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
-from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, resolve_backend, rollout_share
+from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_share
 from tasks.training.rl_update import Rollout, update_policy
 from tasks.training.schedule import warmup_constant
 from tasks.training.watchdog import StepWatchdog
@@ -76,9 +84,6 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
     `out` holding another run's checkpoints or metrics (--force in the CLI); `resume` continues from the
     newest complete checkpoint. Problems whose prompt does not fit the context minus max_tokens are left
     out and counted (rl_data.py)."""
-    from storage.claims import claim_dir
-    from tasks.models.checks import check_model_dir
-
     check_model_dir(model_dir, deep=True)
     check_fresh_out(Path(out), resume)
     if os.environ.get("RANK", "0") != "0":  # torchrun rank > 0: rank 0 holds the claim
@@ -89,7 +94,7 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
 
 def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
               on_step: Callable[[int, int, dict], None] | None = None, graders: dict | None = None) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # slow to import: only when a run starts
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -131,6 +136,10 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     graders = {} if own_graders else graders
     report = StepProgress(f"rl {cfg.loss}", start_step=step) if ctx.is_main else None
     watchdog = StepWatchdog(cfg.step_timeout_s if ctx.world_size > 1 else 0, ctx.rank)
+    # one process on CPU with transformers rollouts: torch threads = the CPUs others leave free (vLLM's CPU
+    # worker sets its own; ranks get their share)
+    threads = (ThreadGovernor() if device.type == "cpu" and ctx.world_size == 1 and cfg.backend == "hf"
+               else None)
     if cfg.step_timeout_s and ctx.world_size == 1:
         log.info("step_timeout_s limits runs of several processes; this one process runs without it")
     try:
@@ -139,6 +148,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
             while step < cfg.steps:
                 watchdog.arm(f"RL step {step + 1}")
+                if threads:
+                    threads()
                 t0 = time.perf_counter()
                 rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
                 gen.sleep()  # a GPU engine frees its memory for the update
@@ -183,8 +194,6 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
         model_sd, _ = dist_utils.full_state(model)
         rows_m: list[dict] = []
         if ctx.is_main:
-            from tasks.training.checkpoint import save_model
-
             save_model(model, tok, out, model_sd)
             rows_m = metrics.read()
             plot_curve(rows_m, "reward_mean", out / "reward.png", f"RL reward ({cfg.loss})")
@@ -197,8 +206,6 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
 
 def _rank_rollouts(gen, batch: list[dict], tok, cfg: RLConfig, step: int, ctx, graders) -> list[Rollout]:
     """This rank's groups of the step (groups r, r+N, …), generated, graded and rewarded."""
-    from tasks.evaluation.evaluate import grade_samples
-
     share = rollout_share(len(batch), ctx.rank, ctx.world_size, cfg.tensor_parallel)
     if not share.generate:
         return []
@@ -223,8 +230,6 @@ def _rank_rollouts(gen, batch: list[dict], tok, cfg: RLConfig, step: int, ctx, g
 
 
 def _held_out(gen, tok, cfg: RLConfig, graders) -> float:
-    from tasks.evaluation.evaluate import EvalConfig, evaluate
-
     res = evaluate("", "held-out", cfg.eval_benchmark, EvalConfig(k=cfg.eval_k, max_tokens=cfg.max_tokens,
                                                                  seed=cfg.seed), generator=gen, graders=graders,
                    progress_mode="off")  # the RL step's progress has the terminal; avg@k shows in its line

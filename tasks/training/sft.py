@@ -27,12 +27,16 @@ from typing import Callable
 
 import torch
 
+from storage.claims import claim_dir
+from tasks.cpu_threads import ThreadGovernor
+from tasks.models.checks import check_model_dir
 from tasks.progress import StepProgress
+from tasks.reporting import plot_curve
 from tasks.training import distributed as dist_utils
 from tasks.training.config import SFTConfig
-from tasks.training.checkpoint import (check_fresh_out, latest_checkpoint, load_training_state, resume_checkpoint,
-                                      save_checkpoint, save_model)
-from tasks.training.metrics import MetricsLog, plot_curve
+from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
+                                       save_model)
+from tasks.training.metrics import MetricsLog
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
@@ -110,9 +114,6 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
     that does not resume refuses an `out` holding another run's checkpoints or metrics
     (checkpoint.check_fresh_out; the CLI's --force clears them first); `resume` continues from the newest
     complete checkpoint (checkpoint.resume_checkpoint)."""
-    from storage.claims import claim_dir
-    from tasks.models.checks import check_model_dir
-
     check_model_dir(model_dir, deep=True)
     check_fresh_out(Path(out), resume)
     if os.environ.get("RANK", "0") != "0":  # torchrun rank > 0: rank 0 holds the claim
@@ -123,7 +124,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
 
 def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool = False,
                on_step: Callable[[int, int, dict], None] | None = None) -> SFTResult:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # slow to import: only when a run starts
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -180,6 +181,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     model.train()
     done_before = 0
     report = StepProgress("sft", start_step=step) if ctx.is_main else None  # main rank only
+    # one process on CPU: torch threads = the CPUs other processes leave free (ranks get their share instead)
+    threads = ThreadGovernor() if ctx.device.type == "cpu" and ctx.world_size == 1 else None
     try:
         for epoch in range(cfg.epochs):
             packs, trunc = pack_examples(examples, cfg.seq_len, pad, cfg.seed, epoch)
@@ -191,6 +194,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
                 if global_step >= total:
                     break
                 batch = packs[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+                if threads:
+                    threads()
                 t0 = time.perf_counter()
                 loss, n_tok = train_step(ddp_model, batch, cfg, ctx, bf16)
                 gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tasks.models.factory import init_model
-from tasks.training.sft import SFTConfig, latest_checkpoint, train_sft
+from tasks.training.checkpoint import latest_checkpoint
+from tasks.training.sft import SFTConfig, train_sft
 from tasks.training.sft_data import IGNORE, Example, collate, load_sft_rows, pack_examples, tokenize_examples
 
 pytestmark = pytest.mark.slow  # trains or samples a real (tiny) model
@@ -178,3 +179,18 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_curve(setup, tmp_pa
     resumed = train_sft(model, data, str(out), cfg, resume=True)
     assert resumed.steps == full.steps
     assert resumed.losses == pytest.approx(full.losses, rel=1e-5)
+
+
+def test_one_and_two_torch_threads_train_the_same_weights(setup, tmp_path, monkeypatch):
+    """The thread count follows the machine's load (tasks/cpu_threads.py), so it must not change results."""
+    from safetensors.torch import load_file
+
+    model, data, _ = setup
+    weights = {}
+    for n in (1, 2):
+        monkeypatch.setenv("KLEAR_TORCH_THREADS", str(n))
+        train_sft(model, data, str(tmp_path / str(n)), SFTConfig(max_steps=4, batch_size=4, seq_len=128))
+        (path,) = (tmp_path / str(n)).glob("*.safetensors")
+        weights[n] = load_file(path)
+    assert weights[1].keys() == weights[2].keys()
+    assert all(weights[1][k].equal(weights[2][k]) for k in weights[1])

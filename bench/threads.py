@@ -1,0 +1,93 @@
+"""bench/threads: SFT steps on CPU with busy processes beside them, torch's thread count chosen from the CPUs
+other processes leave free (tasks/cpu_threads.py, the default) vs pinned to every CPU (the baseline: torch's
+own default), in one run.
+
+    python bench/threads.py [--busy 6] [--steps 40] [--repeats 2]
+
+Each arm trains `--steps` SFT steps of the tiny preset model on the test suite's addition rows (batch 4,
+seq_len 256) in a child process, while `--busy` other processes spin; arms alternate (adaptive, pinned,
+adaptive, …). Prints each arm's wall seconds and CPU seconds per step and the ratio pinned / adaptive (> 1:
+the adaptive count is faster). Then the same pair idle (`--busy 0` arms), where the two must be close.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ROWS = [{"problem": f"What is {a} plus {b}?", "response": f"<think>\n{a} + {b} = {a + b}\n</think>\n\\boxed{{{a + b}}}"}
+        for a in range(16) for b in range(16)]
+CHILD = """
+import json, os, sys, time
+sys.path.insert(0, {root!r})
+from tasks.training.sft import SFTConfig, train_sft
+t0, c0 = time.perf_counter(), os.times()
+train_sft({model!r}, {data!r}, {out!r}, SFTConfig(max_steps={steps}, batch_size=4, seq_len=256, save_every=10**6))
+c1 = os.times()
+print(json.dumps({{"wall": time.perf_counter() - t0, "cpu": c1.user + c1.system - c0.user - c0.system}}))
+"""
+
+
+def spin(stop_at: float) -> None:
+    while time.monotonic() < stop_at:
+        pass
+
+
+def run_arm(model: str, data: str, work: Path, steps: int, pinned: bool, tag: str) -> dict:
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    env.pop("KLEAR_TORCH_THREADS", None)
+    if pinned:
+        env["KLEAR_TORCH_THREADS"] = str(len(os.sched_getaffinity(0)))
+    code = CHILD.format(root=str(ROOT), model=model, data=data, out=str(work / tag), steps=steps)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--busy", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    from tasks.models.factory import init_model
+
+    with tempfile.TemporaryDirectory(prefix="klear-bench-threads-") as tmp:
+        work = Path(tmp)
+        data = work / "data.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+        model = str(init_model(work / "base", [r["problem"] + r["response"] for r in ROWS], seed=0))
+        for busy in (args.busy, 0):
+            results: dict[str, list[dict]] = {"adaptive": [], "pinned": []}
+            for r in range(args.repeats):
+                for arm in ("adaptive", "pinned"):
+                    spinners = [mp.Process(target=spin, args=(time.monotonic() + 3600,)) for _ in range(busy)]
+                    for p in spinners:
+                        p.start()
+                    try:
+                        results[arm].append(run_arm(model, str(data), work, args.steps, arm == "pinned",
+                                                    f"{arm}-{busy}-{r}"))
+                    finally:
+                        for p in spinners:
+                            p.terminate()
+                            p.join()
+            wall = {a: statistics.median(x["wall"] for x in v) for a, v in results.items()}
+            cpu = {a: statistics.median(x["cpu"] for x in v) for a, v in results.items()}
+            print(f"busy processes: {busy}, {args.steps} steps, median of {args.repeats}")
+            for a in results:
+                print(f"  {a:9s} wall {wall[a]:7.1f} s ({wall[a] / args.steps:.2f} s/step)  cpu {cpu[a]:7.1f} s")
+            print(f"  pinned / adaptive wall: x{wall['pinned'] / wall['adaptive']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
