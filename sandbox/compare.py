@@ -1,6 +1,6 @@
 """Output comparison: LiveCodeBench's rules for stdin/stdout, `==` for call-based return values.
 
-stdin/stdout (RECIPE.md): strip the whole output, split on newlines, strip each line; the line counts
+stdin/stdout (LiveCodeBench's grader): strip the whole output, split on newlines, strip each line; the line counts
 must match; a line matches if it is equal as a string, or else if every whitespace-separated token of
 both lines parses as a Decimal and the two token lists are equal ("1.50" equals "1.5"; no tolerance).
 Optionally (`float_tolerance`, off by default) numeric tokens may differ by that relative/absolute amount.
