@@ -96,7 +96,7 @@ def check_benchmark(label: str, path: str, model: str | None = None, max_tokens:
     """A benchmark file before any flow: a .jsonl/.parquet file (not a directory), every row canonical, and,
     with `model`, every prompt within its context minus max_tokens (tasks/evaluation/evaluate.py:
     require_fit). One line `LABEL: why` otherwise."""
-    from tasks.curation.sources import check_source_file
+    from tasks.records.sources import check_source_file
     from tasks.evaluation.evaluate import check_benchmark_fits, load_benchmark
     from tasks.models.checks import ModelDirError, check_model_dir
 
@@ -137,7 +137,7 @@ def check_training_rows(data: str, stage: str, cfg=None) -> None:
 def check_source_path(flag: str, name: str, path: str) -> None:
     """A source or benchmark PATH: a known format, an existing file (not a directory), a readable Parquet."""
     from storage import paths
-    from tasks.curation.sources import SourceError, check_source_file
+    from tasks.records.sources import SourceError, check_source_file
 
     try:
         kind = check_source_file(path)

@@ -97,7 +97,7 @@ def curate(
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
     from tasks.curation.out_of_core import DaskError
-    from tasks.curation.sources import SourceError
+    from tasks.records.sources import SourceError
 
     version = run_flow(curate_flow, config, user_errors=(SourceError, DaskError))
     if verify_code:

@@ -29,7 +29,6 @@ LAYER = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 
 # Cycles in files other work owns, each to be removed there (then its entry here).
 KNOWN_CYCLES = [
-    {"tasks.curation.memory", "tasks.curation.out_of_core"},  # memory.choose_memory_limit → parse_size
 ]
 
 

@@ -130,7 +130,7 @@ class CurateConfig(_Checked):
         check_int(self, "seed", 0)  # MinHash seeds are unsigned
         check_int(self, "dask_workers", 1)
         if self.memory_limit is not None:
-            from tasks.curation.out_of_core import parse_size
+            from tasks.curation.memory import parse_size
 
             try:
                 size = parse_size(self.memory_limit)

@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.layouts import apply_layout
-from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA, Malformed, Problem, to_problem
+from tasks.curation.schema import PROBLEM_SCHEMA, Malformed, Problem, to_problem
+from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.source_quality import row_quality, source_score
-from tasks.curation.sources import RawRow, check_value, read_source
+from tasks.records.sources import RawRow, check_value, read_source
 from tasks.curation.validate_math import drop_invalid_answers
 from tasks.progress import StepProgress
 

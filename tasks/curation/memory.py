@@ -20,6 +20,7 @@ The rest is the interpreter, Arrow buffers and arrays that grow with the rows dr
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,17 @@ AUTO_SHARE = 4  # a quarter of the available memory
 AUTO_MAX = 4 * GiB
 AUTO_MIN = 256 * MiB  # DuckDB and one part need this much
 DUCKDB_SHARE = 4  # DuckDB gets limit / 4
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in "4GB", "512MiB", "2.5 GB" or "1000000" (no unit: bytes). ValueError names the value."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a size (e.g. 4GB, 512MiB)")
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
 WHOLE_SHARE = 2  # near dedup on one array up to limit / 2
 NEAR_ROW_BYTES = 640  # near dedup per row: a 126-value signature (504 bytes), offsets, flags
 NEAR_TEXT_FACTOR = 3  # ... and per byte of problem text: the text, its shingle hashes, tokenising buffers
@@ -68,8 +80,6 @@ def choose_memory_limit(given: str | int | None = None, available: int | None = 
     """The run's memory limit: `given` (a size such as "4GB", or bytes) when set; else
     min(available / 4, 4 GiB), at least 256 MiB (`available` defaults to `available_memory()`; unknown, 4 GiB)."""
     if given is not None:
-        from tasks.curation.out_of_core import parse_size
-
         return MemoryChoice(given if isinstance(given, int) else parse_size(given), "--memory-limit")
     if available is None:
         available = available_memory()

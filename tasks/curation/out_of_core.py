@@ -31,7 +31,6 @@ decontamination's candidate rows (8 bytes each).
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -51,18 +50,6 @@ from tasks.curation.decontaminate import DecontamConfig, Decontaminator
 from tasks.curation.exact_dedup import exact_keys, same_normalized
 
 ORD = "_ord"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """Bytes in "4GB", "512MiB", "2.5 GB" or "1000000" (no unit: bytes). ValueError names the value."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ValueError(f"{text!r} is not a size (e.g. 4GB, 512MiB)")
-    return int(float(m.group(1)) * _UNITS[(m.group(2) or "b").lower()])
-
-
 def lit(value: object) -> str:
     """A SQL string literal (quotes doubled), for paths and names inside queries."""
     return "'" + str(value).replace("'", "''") + "'"
@@ -97,7 +84,7 @@ class OutOfCoreConfig:
 
     @property
     def limit_bytes(self) -> int:
-        return self.memory_limit if isinstance(self.memory_limit, int) else parse_size(self.memory_limit)
+        return self.memory_limit if isinstance(self.memory_limit, int) else memory.parse_size(self.memory_limit)
 
     @property
     def part_rows(self) -> int:

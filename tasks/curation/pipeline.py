@@ -36,7 +36,8 @@ from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.ingest import ROW_SCHEMA, ingest_rows, read_sources  # noqa: F401 (ingest_rows: API)
 from tasks.curation.memory import choose_memory_limit
-from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA
+from tasks.curation.schema import PROBLEM_SCHEMA
+from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.steps import (Benchmark, Cutoff, Decontaminate, ExactDedup, NearDedup, Run,  # noqa: F401
                                   Step, TopSources, load_benchmark_rows)
 from tasks.progress import ProgressLine, StepProgress, progress_mode

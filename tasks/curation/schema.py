@@ -31,7 +31,6 @@ import pyarrow as pa
 from sandbox.testcases import InvalidTests, UnjudgeableTests, parse_test_suite
 from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date, shown as _shown  # noqa: F401
 from tasks.curation.textnorm import problem_id
-from tasks.records.schema import DROPPED_SCHEMA  # noqa: F401  (curation's modules import it from here)
 from tasks.records.sources import check_json, check_value
 
 DOMAINS = ("math", "code")

@@ -25,7 +25,7 @@ from tasks.curation.ingest import Sources
 from tasks.curation.layouts import apply_layout
 from tasks.curation.near_dedup import NearDedupConfig
 from tasks.curation.source_quality import top_sources
-from tasks.curation.sources import SourceError, read_source
+from tasks.records.sources import SourceError, read_source
 from tasks.progress import StepProgress
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tasks.curation import memory
 from tasks.curation import near_dedup as nd
 from tasks.curation import out_of_core as oc
 from tasks.curation.decontaminate import DecontamConfig, find_contamination
@@ -96,13 +97,13 @@ def test_empty_and_shingle_less_rows_are_never_near_duplicates(tmp_path):
 @pytest.mark.parametrize("text,want", [("4GB", 4 * 10**9), ("512MiB", 512 * 2**20), ("2.5 gb", 25 * 10**8),
                                        ("1000", 1000)])
 def test_parse_size(text, want):
-    assert oc.parse_size(text) == want
+    assert memory.parse_size(text) == want
 
 
 @pytest.mark.parametrize("bad", ["four", "4 GX", "-1GB", ""])
 def test_parse_size_names_the_bad_value(bad):
     with pytest.raises(ValueError, match="is not a size"):
-        oc.parse_size(bad)
+        memory.parse_size(bad)
 
 
 def test_part_rows_follow_the_memory_limit():

@@ -10,7 +10,7 @@ import pytest
 from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.pipeline import curate, run_pipeline
-from tasks.curation.sources import SourceError
+from tasks.records.sources import SourceError
 from tests.curation.fixtures import expected, write_corpus
 
 CODE = Path(__file__).parent / "code_decontam"

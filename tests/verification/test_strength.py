@@ -299,7 +299,8 @@ def _problem(pid, code, tests):
 
 def _parent(store_root):
     from storage.store import DatasetVersion, Store
-    from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA
+    from tasks.curation.schema import PROBLEM_SCHEMA
+    from tasks.records.schema import DROPPED_SCHEMA
 
     rows = [_problem("weak", ADD, TRIVIAL), _problem("strong", COUNT, STRONG),
             _problem("wrong", COUNT.replace("n + 1", "n"), STRONG),
@@ -341,7 +342,8 @@ def test_weak_tests_drop_keeps_rows_in_equal_kept_plus_dropped(verify_config, tm
 @pytest.mark.docker
 def test_an_undetermined_problem_is_kept_and_flagged_not_reported_strong(verify_config, tmp_path):
     from storage.store import DatasetVersion, Store
-    from tasks.curation.schema import DROPPED_SCHEMA, PROBLEM_SCHEMA
+    from tasks.curation.schema import PROBLEM_SCHEMA
+    from tasks.records.schema import DROPPED_SCHEMA
     from tasks.verification.verify_dataset import build_validated_version
 
     rows = [_problem("solution", SOLUTION, SOLUTION_TESTS), _problem("strong", COUNT, STRONG)]
