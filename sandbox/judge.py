@@ -18,7 +18,7 @@ from typing import Any
 from sandbox.config import JudgeConfig
 from sandbox.pool import ProgramFault, SandboxUnavailable
 from sandbox.submission import Submission
-from sandbox.testcases import STDIO, InvalidTests, TestSuite, parse_test_suite, sample_indices
+from sandbox.testcases import STDIO, InvalidTests, TestSuite, sample_indices, test_suite_of
 from sandbox.verdicts import (COMPILE_ERROR, INVALID_TESTS, SANDBOX_ERROR, SKIPPED, judge_test, result_row, summarize,
                               program_output)
 
@@ -54,7 +54,7 @@ def prepare(row: Submission | dict, config: JudgeConfig = JudgeConfig()) -> Prep
     if code is not None and not isinstance(code, str):
         return _bad(row_id, SANDBOX_ERROR, f"bad row: code must be a string, got {type(code).__name__}")
     try:
-        suite = parse_test_suite(row.tests)
+        suite = test_suite_of(row.tests)
     except InvalidTests as exc:
         return _bad(row_id, INVALID_TESTS, str(exc))
     # Sampling is keyed by the problem, not the row: every rollout of one problem (rows "P-0", "P-1", ...

@@ -168,10 +168,27 @@ def _rewritten(snippets: tuple[str, ...]) -> TestSuite:
     return TestSuite(ASSERT, tuple(tests), None, programs=tuple(programs))
 
 
+SUITE_CACHE = 256  # distinct tests texts kept parsed per process: a grading batch's problems, with room
+
+
+def test_suite_of(tests: Any) -> TestSuite:
+    """parse_test_suite, once per distinct tests text in this process: every rollout of a problem carries
+    the same JSON text, so an RL step parses each problem's tests once, not once per rollout (a TestSuite
+    is immutable, so one object serves them all). Other forms (dicts) are parsed each time."""
+    if isinstance(tests, str):
+        return _suite_of_text(tests)
+    return parse_test_suite(tests)
+
+
+@functools.lru_cache(maxsize=SUITE_CACHE)
+def _suite_of_text(text: str) -> TestSuite:
+    return parse_test_suite(text)
+
+
 def count_tests(tests: Any) -> int:
     """How many tests will run and be scored separately (0 when the tests are invalid or absent)."""
     try:
-        return len(parse_test_suite(tests))
+        return len(test_suite_of(tests))
     except InvalidTests:
         return 0
 

@@ -53,9 +53,9 @@ def job_rows(items) -> tuple[list[dict], list[int], dict[int, Grade]]:
         if code is None:
             settled[i] = Grade(Outcome.WRONG, 0.0, "no_code")
             continue
-        tests = row.get("tests")
-        tests = json.loads(tests) if isinstance(tests, str) else tests
-        jobs.append(Submission(f"{row.get('id', 'row')}-{i}", code, tests, problem_id=problem_key(row)).as_row())
+        # the tests as the row holds them (JSON text, usually): the judge parses each distinct text once
+        jobs.append(Submission(f"{row.get('id', 'row')}-{i}", code, row.get("tests"),
+                               problem_id=problem_key(row)).as_row())
         where.append(i)
     return jobs, where, settled
 

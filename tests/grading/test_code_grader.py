@@ -118,3 +118,25 @@ def test_a_batch_the_judge_settles_unrun_starts_no_containers():
     g = CodeGrader(workers=1)
     (grade,) = g.grade_batch([(PROGRAM, {"id": "p", "tests": {"inputs": ["1\n"]}})])
     assert (grade.outcome, grade.verdict) == (Outcome.INFRA, "invalid_tests") and g._pool is None
+
+
+def test_an_rl_grading_batch_parses_each_problems_tests_once(monkeypatch):
+    """2 problems x 8 rollouts, tests as the rows hold them (JSON text): 2 parses, not 16, and every
+    rollout of a problem is judged on the same suite object."""
+    import json
+
+    from sandbox import testcases
+    from sandbox.judge import prepare
+    from tasks.grading.code_grader import job_rows
+
+    calls = []
+    real = testcases.parse_test_suite
+    monkeypatch.setattr(testcases, "parse_test_suite", lambda t: calls.append(t) or real(t))
+    testcases._suite_of_text.cache_clear()
+    rows = [{"id": "p1", "tests": json.dumps({"inputs": ["1\n", "2\n"], "outputs": ["1\n", "2\n"]})},
+            {"id": "p2", "tests": json.dumps({"assert_code": "assert f(1) == 2\nassert f(2) == 3"})}]
+    items = [(f"```python\nprint({k})\n```", row) for row in rows for k in range(8)]
+    jobs, where, settled = job_rows(items)
+    prepared = [prepare(job) for job in jobs]
+    assert len(jobs) == 16 and not settled and len(calls) == 2
+    assert len({id(p.suite) for p in prepared[:8]}) == 1 and prepared[0].suite is not prepared[8].suite
