@@ -175,13 +175,32 @@ def read_jsonl(path: str) -> Iterator[RawRow]:
 
 @register_reader("parquet")
 def read_parquet(path: str) -> Iterator[RawRow]:
+    """Row by row, 8,192 rows in memory at a time, read through a 1 MiB buffer (never the whole file: a
+    source may be larger than RAM; pre-buffering would keep every row group read in the memory pool)."""
     try:
-        with paths.open_binary(path) as f:
-            table = pq.read_table(f)
-    except Exception as e:  # pyarrow raises several types for a broken file
+        f = paths.open_binary(path)
+    except Exception as e:
         raise SourceError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    with f:
+        yield from _parquet_rows(path, f)
+
+
+def _parquet_rows(path: str, f) -> Iterator[RawRow]:
+    def broken(e: Exception) -> SourceError:  # pyarrow raises several types for a broken file
+        return SourceError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})")
+
+    try:
+        batches = pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20).iter_batches(batch_size=8192)
+    except Exception as e:
+        raise broken(e) from None
     i = 0
-    for batch in table.to_batches(max_chunksize=8192):
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as e:  # a corrupt row group part-way: the run stops (no version is published)
+            raise broken(e) from None
         try:
             values = batch.to_pylist()
         except Exception:  # e.g. invalid UTF-8 in a string column: find the rows, keep the others
