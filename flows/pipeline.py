@@ -25,7 +25,7 @@ from prefect.cache_policies import NONE
 
 from flows.curate import curate
 from flows.verify import verify
-from storage.checkpoints import checkpoint_id
+from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import hash_file, hash_json
 from storage.refs import DatasetRef
 from storage.store import Store, resolve_store
@@ -232,7 +232,7 @@ def tag_difficulty_stage(config: PipelineConfig, store: str, model: str, parent:
         tagged = tag_difficulty_task(store, model, cfg, parent=parent)
         publish_dataset_task(store, tagged["id"])
         return tagged["id"], _made_before(tagged, since)
-    version = difficulty_version_id(parent, checkpoint_id(model), cfg)
+    version = difficulty_version_id(parent, recorded_checkpoint_id(model), cfg)
     found = Store(store).has_version(version)
     if found:
         publish_dataset_task(store, version)  # as the tag-difficulty flow does after tagging

@@ -9,7 +9,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_image_artifact, create_table_artifact
 
-from storage.checkpoints import checkpoint_id
+from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
@@ -42,7 +42,7 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     store = store or store_of(data) or resolve_store(None)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
     plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in arms(vary) for seed in seeds]  # all checked first
-    ablation = short_id("ab", hash_json({"model": checkpoint_id(model), "data": data_key(data),
+    ablation = short_id("ab", hash_json({"model": recorded_checkpoint_id(model), "data": data_key(data),
                                          "benchmark": benchmark, "vary": vary, "seeds": seeds,
                                          "config": asdict(cfg)}))
     runs, curves = [], {}
@@ -86,7 +86,7 @@ def data_key(data: str) -> str:
 
 def run_dir(out: str, model: str, data: str, cfg: RLConfig) -> Path:
     """Where one ablation run trains: keyed by the model, the data, its whole config and the training code."""
-    return Path(out) / stage_key("rl", {"model": checkpoint_id(model), "data": data_key(data)}, cfg, TRAINING_CODE)
+    return Path(out) / stage_key("rl", {"model": recorded_checkpoint_id(model), "data": data_key(data)}, cfg, TRAINING_CODE)
 
 
 def finished_run(run_out: Path) -> dict | None:
@@ -95,6 +95,6 @@ def finished_run(run_out: Path) -> dict | None:
         return None
     rows = read_metrics(run_out)
     evals = [r["eval_avg_at_k"] for r in rows if "eval_avg_at_k" in r]
-    return {"checkpoint": checkpoint_id(run_out), "out": str(run_out), "steps": rows[-1]["step"] if rows else 0,
+    return {"checkpoint": recorded_checkpoint_id(run_out), "out": str(run_out), "steps": rows[-1]["step"] if rows else 0,
             "final_reward": rows[-1].get("reward_mean") if rows else None,
             "final_avg_at_k": evals[-1] if evals else None, "best_avg_at_k": max(evals) if evals else None}
