@@ -92,6 +92,8 @@ def ablate(
                                              "repeat: every combination is an arm"),
     losses: Optional[str] = typer.Option(None, "--losses", help="Shorthand for --vary loss=...; with neither, "
                                          "the arms are gppo,grpo,cispo"),
+    arm: Optional[list[str]] = typer.Option(None, "--arm", help="FIELD=V[,FIELD=V…]: one arm's settings "
+                                            "(repeat: the arms, in order; instead of --vary/--losses)"),
     seeds: str = typer.Option("1,2", "--seeds", help="Comma-separated seeds; each arm runs once per seed"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for each run's torchrun; 1: in this process"),
     store: Optional[str] = StoreOpt,
@@ -112,33 +114,68 @@ def ablate(
         raise UserError(f"--seeds {seeds!r}: expected comma-separated integers") from None
     if not seed_list:
         raise UserError("--seeds: expected at least one seed")
+    if arm and (vary or losses):
+        raise UserError("--arm and --vary/--losses both given: use one way to name the arms")
     axes = _vary_axes(vary or [], losses)
     base = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
     axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
-    checked(lambda: [arm_config(base, arm, s) for arm in arms(axes) for s in seed_list])
+    arm_list = checked(lambda: [_parse_arm(a) for a in arm]) if arm else None
+    checked(lambda: [arm_config(base, a, s) for a in (arm_list or arms(axes)) for s in seed_list])
     check_model(model, max_tokens=base.max_tokens)
     check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
     if store is not None:
         store = store_root(store)
     claim_out(out)
     quiet_prefect_defaults()
-    starting("ablate", f"{len(arms(axes))} arms × {len(seed_list)} seeds into {out}")
+    starting("ablate", f"{len(arm_list or arms(axes))} arms × {len(seed_list)} seeds into {out}")
     from flows.rl import ablate as ablate_flow
     from tasks.training.launch import RanksFailed
 
-    table = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
-                     config=base, store=store, nproc=nproc, user_errors=(ValueError, RanksFailed))
-    t = Table(title=f"held-out avg@{base.eval_k}: mean over seeds {seed_list} (± 95% interval)")
-    for col in ("arm", "final avg@k", "best avg@k", "low-clip tokens", "high-clip tokens", "entropy"):
-        t.add_column(col)
+    result = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
+                      config=base, store=store, nproc=nproc, arm_list=arm_list,
+                      user_errors=(ValueError, RanksFailed))
+    print_ablation(result, base.eval_k, seed_list)
+
+
+def print_ablation(result: dict, k: int, seeds: list[int]) -> None:
+    """The per-arm table (held-out avg@k at step 0, final, best, gain and area under the curve, each a mean
+    over seeds ± its 95% interval; the training figures behind them), then one line per pair of arms."""
+    from tasks.training.ablation import pair_line
+
+    t = Table(title=f"held-out avg@{k}: mean over seeds {seeds} (± 95% interval)")
+    cols = ("arm", "step 0", "final", "best", "gain", "AUC", "grad low-clip", "grad high-clip", "entropy",
+            "stale |log δ|", "grad norm max")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "arm" else "right")
 
     def fig(value, ci=None, fmt=".3f"):
         return "—" if value is None else f"{value:{fmt}}" + (f" ± {ci:.3f}" if ci is not None else "")
 
-    for r in table:
-        t.add_row(r["arm"], fig(r["final_avg_at_k"], r["final_ci95"]), fig(r["best_avg_at_k"], r["best_ci95"]),
-                  fig(r["clip_frac_low"], fmt=".4f"), fig(r["clip_frac_high"], fmt=".4f"), fig(r["entropy"]))
+    for r in result["table"]:
+        t.add_row(r["arm"], fig(r["initial_avg_at_k"], r["initial_ci95"]), fig(r["final_avg_at_k"], r["final_ci95"]),
+                  fig(r["best_avg_at_k"], r["best_ci95"]), fig(r["gain"], r["gain_ci95"], "+.3f"),
+                  fig(r["auc"], r["auc_ci95"]), fig(r["grad_share_low"]), fig(r["grad_share_high"]),
+                  fig(r["entropy"]), fig(r["stale_logratio"], fmt=".4f"), fig(r["grad_norm_max"], fmt=".2f"))
     console.print(t)
+    for pair in result["pairs"]:
+        print(pair_line(pair), flush=True)
+    print(f"chart: {result['chart']}", flush=True)
+
+
+def _parse_arm(spec: str) -> dict:
+    """`--arm loss=gppo,mini_batches=8` as {field: typed value}, in the order written."""
+    from tasks.training.ablation import parse_value
+
+    out = {}
+    for item in spec.split(","):
+        name, eq, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not (eq and name and value.strip()):
+            raise UserError(f"--arm {spec!r}: expected FIELD=VALUE[,FIELD=VALUE…]")
+        if name in out:
+            raise UserError(f"--arm {spec!r}: {name} given twice")
+        out[name] = parse_value(RLConfig, name, value.strip())
+    return out
 
 
 def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:

@@ -1,32 +1,47 @@
 """The `rl` flow (GPPO by default) and the `ablate` flow (any RL settings × seeds on the same data)."""
 from __future__ import annotations
 
-import tempfile
+import json
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated
 
 from prefect import flow
 from prefect.artifacts import create_image_artifact, create_table_artifact
 
+from flows.prefect_ui import ConfigForm, flow_run_namer, one_line_failures, short_name
 from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
 from tasks.reporting import plot_arms, png_data_url
-from tasks.training.ablation import TRAINING_FIGURES, arm_config, arms, label, summarize, training_figures
+from tasks.training.ablation import (TRAINING_FIGURES, arm_config, arms, label, pairwise, run_figures, summarize,
+                                     training_figures)
 from tasks.training.metrics import read_metrics
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
 
-@flow(name="rl", log_prints=True)
-def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: bool = False,
-       store: str | None = None, nproc: int = 1) -> dict:
+@flow(name="rl", log_prints=True, validate_parameters=False,
+      flow_run_name=flow_run_namer("rl", lambda param: short_name(param("out"))))
+@one_line_failures
+def rl(model: str, data: str, out: str, config: Annotated[RLConfig, ConfigForm(RLConfig)] = RLConfig(),
+       resume: bool = False, store: str | None = None, nproc: int = 1) -> dict:
     """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file).
     The checkpoint is registered as `sft` registers its own (`store`, else data's store, else the default).
-    `nproc` > 1 launches torchrun over that many local processes (`config.strategy`: ddp or fsdp)."""
+    `nproc` > 1 launches torchrun over that many local processes (`config.strategy`: ddp or fsdp).
+
+    Args:
+        model: HF model directory to start from (usually the SFT checkpoint)
+        data: a store (its current dataset), STORE#VERSION, or a canonical .jsonl/.parquet file
+        out: output directory: the HF checkpoint, checkpoints/, metrics.jsonl, reward.png
+        config: RL settings (`klear rl`'s flags)
+        resume: continue from the latest checkpoint in `out`
+        store: store whose catalog records the checkpoint (default: the one `data` names)
+        nproc: processes (GPUs) for torchrun; 1 trains in the flow's own process
+    """
     store = store or store_of(data) or resolve_store(None)
     return rl_train_task(model, data, out, config, resume, store, nproc)
 
@@ -34,34 +49,41 @@ def rl(model: str, data: str, out: str, config: RLConfig = RLConfig(), resume: b
 @flow(name="ablate", log_prints=True)
 def ablate(model: str, data: str, out: str, benchmark: str,
            vary: dict[str, list] = {"loss": ["gppo", "grpo", "cispo"]}, seeds: list[int] = [1, 2],
-           config: RLConfig = RLConfig(), store: str | None = None, nproc: int = 1) -> list[dict]:
+           config: RLConfig = RLConfig(), store: str | None = None, nproc: int = 1,
+           arm_list: list[dict] | None = None) -> dict:
     """Train one RL run per (arm, seed) from the same model and data — the arms are every combination of
-    the `vary` values (tasks/training/ablation.py) — evaluating held-out avg@k every `config.eval_every`
-    steps; report per arm the mean final avg@k with its 95% interval and the mean best avg@k. Runs are
-    content-addressed under `out`: a rerun trains nothing, an added seed or arm trains only that run."""
+    the `vary` values (tasks/training/ablation.py), or `arm_list` as given — evaluating held-out avg@k at
+    step 0 and every `config.eval_every` steps; report per arm the held-out figures (step 0, final, best,
+    gain, area under the curve), each a mean over seeds with its 95% interval, and for each pair of arms
+    whether their areas are separated at 95% (Welch's t). Runs are content-addressed under `out`: a rerun
+    trains nothing, an added seed or arm trains only that run."""
     store = store or store_of(data) or resolve_store(None)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
-    plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in arms(vary) for seed in seeds]  # all checked first
+    chosen = arm_list if arm_list else arms(vary)
+    plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in chosen for seed in seeds]  # all checked first
     ablation = short_id("ab", hash_json({"model": recorded_checkpoint_id(model), "data": data_key(data),
-                                         "benchmark": benchmark, "vary": vary, "seeds": seeds,
-                                         "config": asdict(cfg)}))
+                                         "benchmark": benchmark, "vary": vary if not arm_list else None,
+                                         "arms": arm_list or None, "seeds": seeds, "config": asdict(cfg)}))
     runs, curves = [], {}
     for arm, seed, run_cfg in plan:
         run_out = run_dir(out, model, data, run_cfg)
         res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store, nproc)
         metrics = read_metrics(run_out)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
-                     **res, **training_figures(metrics)})
+                     **res, **run_figures(metrics), **training_figures(metrics)})
         # a step that trained nothing (every group filtered) logs entropy/clip fractions as 0: not a measurement
         curves.setdefault(label(arm), []).append(
             [{k: v for k, v in r.items() if k not in TRAINING_FIGURES or r.get("trained_rollouts", 1) > 0}
              for r in metrics])
-    table = summarize(runs)
-    chart = plot_arms(curves, ("entropy", "clip_frac_high", "eval_avg_at_k"),
-                      Path(tempfile.mkdtemp()) / "ablation.png", f"Ablation {ablation} (mean over seeds)")
+    table, pairs = summarize(runs), pairwise(runs, "auc")
+    chart = plot_arms(curves, ABLATION_PANELS, Path(out) / f"{ablation}.png",
+                      f"Ablation {ablation}: mean over seeds {seeds}, 95% bands")
+    (Path(out) / f"{ablation}.json").write_text(json.dumps(
+        {"ablation": ablation, "model": model, "data": data, "benchmark": benchmark, "vary": vary, "seeds": seeds,
+         "config": asdict(cfg), "table": table, "pairs": pairs, "runs": runs}, indent=1, default=str))
     create_image_artifact(image_url=png_data_url(chart), key="ablation-chart",
-                          description="per arm, mean over seeds: token entropy, high-clip token fraction and "
-                                      "held-out avg@k by step")
+                          description="per arm, mean over seeds with 95% bands: held-out avg@k, token entropy and "
+                                      "the gradient's shares from the low / high clip regions, by step")
     create_table_artifact(key="ablation-table", table=table,
                           description=f"Ablation {ablation}: held-out avg@{cfg.eval_k}, mean (95% interval) over "
                                       f"seeds {seeds}")
@@ -73,7 +95,10 @@ def ablate(model: str, data: str, out: str, benchmark: str,
                                       "seed": r["seed"], "checkpoint": r["checkpoint"],
                                       "final_avg_at_k": r["final_avg_at_k"], "best_avg_at_k": r["best_avg_at_k"],
                                       "steps": r["steps"], "benchmark": benchmark, "created": created})
-    return table
+    return {"table": table, "pairs": pairs, "chart": str(chart)}
+
+
+ABLATION_PANELS = ("eval_avg_at_k", "entropy", "grad_share_low", "grad_share_high")
 
 
 def data_key(data: str) -> str:
@@ -94,7 +119,7 @@ def finished_run(run_out: Path) -> dict | None:
     if not finished(run_out):
         return None
     rows = read_metrics(run_out)
-    evals = [r["eval_avg_at_k"] for r in rows if "eval_avg_at_k" in r]
+    evals = [r["eval_avg_at_k"] for r in rows if "eval_avg_at_k" in r and r["step"] > 0]
     return {"checkpoint": recorded_checkpoint_id(run_out), "out": str(run_out), "steps": rows[-1]["step"] if rows else 0,
             "final_reward": rows[-1].get("reward_mean") if rows else None,
             "final_avg_at_k": evals[-1] if evals else None, "best_avg_at_k": max(evals) if evals else None}

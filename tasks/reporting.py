@@ -1,14 +1,25 @@
-"""Charts and images for run reports: PNG curves and bars (matplotlib, headless), and a PNG as a data URL
-for Prefect image artifacts. Low level, so evaluation and training both draw with it."""
+"""Charts and images for run reports: PNG curves and bars (matplotlib, headless), and a PNG as markdown
+(a data URL under its alt text) for Prefect markdown artifacts. Low level, so evaluation and training both
+draw with it."""
 from __future__ import annotations
 
 import base64
 from pathlib import Path
 from typing import Iterable
 
+from tasks.stats import mean_ci95
+
 
 def png_data_url(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
+
+
+def chart_markdown(png: Path, alt: str, caption: str = "") -> str:
+    """Markdown showing a PNG chart inline (as a data URL) with `alt` as its text, then `caption`: for a
+    Prefect markdown artifact. An image artifact would print its whole URL beside the image, and a data
+    URL is tens of kilobytes of base64."""
+    alt = alt.replace("[", "(").replace("]", ")")
+    return f"![{alt}]({png_data_url(png)})\n" + (f"\n{caption}\n" if caption else "")
 
 
 def _pyplot():
@@ -49,7 +60,7 @@ def plot_bars(values: dict[str, float], out: Path, title: str) -> Path:
 
 def plot_arms(curves: dict[str, list[list[dict]]], keys: tuple[str, ...], out: Path, title: str) -> Path:
     """One panel per metric key; per arm, the mean over its runs (seeds) of the key at each step where
-    every run logged it."""
+    every run logged it, in a band of its 95% interval (mean ± t(0.975, n−1)·s/√n) when there are ≥ 2 runs."""
     plt = _pyplot()
 
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), dpi=100, squeeze=False)
@@ -57,7 +68,11 @@ def plot_arms(curves: dict[str, list[list[dict]]], keys: tuple[str, ...], out: P
         for arm, runs in curves.items():
             per_run = [{r["step"]: r[key] for r in rows if key in r} for rows in runs]
             steps = sorted(set.intersection(*(set(p) for p in per_run))) if per_run else []
-            ax.plot(steps, [sum(p[s] for p in per_run) / len(per_run) for s in steps], marker=".", label=arm)
+            stats = [mean_ci95([p[s] for p in per_run]) for s in steps]
+            line, = ax.plot(steps, [m for m, _ in stats], marker=".", label=arm)
+            if len(per_run) > 1 and steps:
+                ax.fill_between(steps, [m - h for m, h in stats], [m + h for m, h in stats],
+                                color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xlabel("step")
         ax.set_title(key)
         ax.grid(alpha=0.3)

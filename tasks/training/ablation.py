@@ -7,33 +7,25 @@ checkpoint id, the data, the arm's full config (seed included) and the training 
 nothing, an added seed or arm trains only that run, and two ablations that share a run share its
 directory. A nested field is named with a dot: `reward.code_mode`.
 
-Summary per arm over its seeds: mean final and best held-out avg@k, and a 95% confidence interval of the
-mean final avg@k, mean ± t(0.975, n−1)·s/√n (Student's t; n = 1 has no interval).
+A run's held-out curve is avg@k at step 0 (the starting policy) and every `eval_every` steps. Its figures:
+final (last step), best (over the trained steps), gain = final − step 0, and the area under the curve as
+the curve's mean height, AUC = Σ_i (s_i − s_{i−1})·(y_i + y_{i−1})/2 / (s_last − s_0) (trapezoids), which
+rewards learning early and staying there. Summary per arm over its seeds: the mean of each figure with a
+95% confidence interval, mean ± t(0.975, n−1)·s/√n (Student's t; n = 1 has no interval). Two arms are
+separated at 95% when Welch's t-test on their seeds' AUCs gives p < 0.05 (unequal variances; the
+difference's interval uses the Welch–Satterthwaite degrees of freedom).
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import statistics
 import typing
 from typing import Any
 
 from tasks.config_checks import ConfigError
+from tasks.stats import mean_ci95, welch
 from tasks.training.config import RLConfig
-
-# Student's t quantile t(0.975, df) for the 95% interval of a mean over df + 1 seeds
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t975(df: int) -> float:
-    """t(0.975, df): exact for the tabulated df, the next smaller tabulated df otherwise (wider, safe);
-    1.96 beyond 30."""
-    if df > 30:
-        return 1.96
-    return _T975[max(d for d in _T975 if d <= df)]
-
 
 def arms(vary: dict[str, list]) -> list[dict[str, Any]]:
     """Every combination of the varied values, the first field varying slowest."""
@@ -104,36 +96,76 @@ def arm_config(base: RLConfig, arm: dict[str, Any], seed: int) -> RLConfig:
         raise ConfigError(next(iter(arm), "vary"), f"is not an RL setting ({e})") from None
 
 
-TRAINING_FIGURES = ("clip_frac_low", "clip_frac_high", "entropy")  # per-step metrics averaged per run
+# per-step metrics averaged per run (over the steps that trained)
+TRAINING_FIGURES = ("clip_frac_low", "clip_frac_high", "entropy", "grad_share_low", "grad_share_high",
+                    "stale_logratio", "grad_norm", "grad_norm_max")
+RUN_FIGURES = ("initial_avg_at_k", "final_avg_at_k", "best_avg_at_k", "gain", "auc")  # from the held-out curve
 
 
 def training_figures(metrics: list[dict]) -> dict[str, float | None]:
-    """A run's mean over its steps of each TRAINING_FIGURES metric (token fractions in the low / high clip
-    region, token entropy), over the steps that trained (trained_rollouts > 0); None when none did."""
-    trained = [m for m in metrics if m.get("trained_rollouts", 1) > 0]
-    return {k: statistics.fmean(m[k] for m in trained) if trained else None for k in TRAINING_FIGURES}
+    """A run's mean over its steps of each TRAINING_FIGURES metric, over the steps that trained
+    (trained_rollouts > 0; step 0's row holds only the starting held-out figure); None when none did."""
+    trained = [m for m in metrics if m.get("trained_rollouts", 0) > 0]
+    return {k: statistics.fmean(m[k] for m in trained if k in m) if any(k in m for m in trained) else None
+            for k in TRAINING_FIGURES}
 
 
-def mean_ci95(values: list[float]) -> tuple[float | None, float | None]:
-    """(mean, half-width of its 95% t interval): (None, None) without values, (mean, None) with one."""
-    if not values:
-        return None, None
-    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
-    return statistics.fmean(values), half
+def held_out_curve(metrics: list[dict]) -> list[tuple[int, float]]:
+    """(step, held-out avg@k) of every row that has one, by step: step 0 is the starting policy."""
+    return sorted((m["step"], m["eval_avg_at_k"]) for m in metrics if "eval_avg_at_k" in m)
+
+
+def area_under_curve(curve: list[tuple[int, float]]) -> float | None:
+    """The curve's mean height by trapezoids over its steps (module docstring); None under two points."""
+    if len(curve) < 2 or curve[-1][0] == curve[0][0]:
+        return None
+    area = sum((s1 - s0) * (y0 + y1) / 2 for (s0, y0), (s1, y1) in zip(curve, curve[1:]))
+    return area / (curve[-1][0] - curve[0][0])
+
+
+def run_figures(metrics: list[dict]) -> dict[str, float | None]:
+    """RUN_FIGURES of one run from its metrics rows (None where the curve lacks the point)."""
+    curve = held_out_curve(metrics)
+    start = curve[0][1] if curve and curve[0][0] == 0 else None
+    trained = [y for s, y in curve if s > 0]
+    final = trained[-1] if trained else None
+    return {"initial_avg_at_k": start, "final_avg_at_k": final, "best_avg_at_k": max(trained) if trained else None,
+            "gain": final - start if final is not None and start is not None else None,
+            "auc": area_under_curve(curve)}
 
 
 def summarize(runs: list[dict]) -> list[dict]:
-    """One row per arm (in first-seen order): seeds, mean final / best avg@k each with its 95% interval, and
-    the mean over seeds of each run's TRAINING_FIGURES (when the runs carry them)."""
+    """One row per arm (in first-seen order): seeds, the mean of each RUN_FIGURES figure with its 95% interval
+    (`<figure>_ci95`), and the mean over seeds of each run's TRAINING_FIGURES (when the runs carry them)."""
     table = []
     for arm in dict.fromkeys(r["arm"] for r in runs):
         mine = [r for r in runs if r["arm"] == arm]
-        final, final_ci = mean_ci95([r["final_avg_at_k"] for r in mine if r["final_avg_at_k"] is not None])
-        best, best_ci = mean_ci95([r["best_avg_at_k"] for r in mine if r["best_avg_at_k"] is not None])
-        row = {"arm": arm, "seeds": len(mine), "final_avg_at_k": final, "final_ci95": final_ci,
-               "best_avg_at_k": best, "best_ci95": best_ci}
+        row: dict[str, Any] = {"arm": arm, "seeds": len(mine)}
+        for k in RUN_FIGURES:
+            row[k], row[k.replace("_avg_at_k", "") + "_ci95"] = mean_ci95([r[k] for r in mine if r.get(k) is not None])
         for k in TRAINING_FIGURES:
             values = [r[k] for r in mine if r.get(k) is not None]
             row[k] = statistics.fmean(values) if values else None
         table.append(row)
     return table
+
+
+def pairwise(runs: list[dict], figure: str = "auc") -> list[dict]:
+    """Every pair of arms (in first-seen order) compared on `figure` over their seeds by Welch's t-test:
+    {a, b, diff, low, high, p, separated} (separated: p < 0.05); pairs without two seeds each are left out."""
+    by_arm: dict[str, list[float]] = {}
+    for r in runs:
+        if r.get(figure) is not None:
+            by_arm.setdefault(r["arm"], []).append(r[figure])
+    out = []
+    for a, b in itertools.combinations(by_arm, 2):
+        if (w := welch(by_arm[a], by_arm[b])) is not None:
+            out.append({"a": a, "b": b, **w, "separated": w["p"] < 0.05})
+    return out
+
+
+def pair_line(pair: dict, figure: str = "auc") -> str:
+    """`gppo vs grpo: AUC +0.031 [-0.012, +0.074], p=0.140: not separated at 95%`."""
+    verdict = "separated" if pair["separated"] else "not separated"
+    return (f"{pair['a']} vs {pair['b']}: {figure} {pair['diff']:+.3f} [{pair['low']:+.3f}, {pair['high']:+.3f}], "
+            f"p={pair['p']:.3f}: {verdict} at 95%")

@@ -101,5 +101,26 @@ def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantage
         m = mask.sum().clamp_min(1)
         metrics = {"clip_frac_low": ((low * mask).sum() / m).item(),
                    "clip_frac_high": ((high * mask).sum() / m).item(),
-                   "ratio_mean": ((ratio * mask).sum() / m).item()}
+                   "ratio_mean": ((ratio * mask).sum() / m).item(),
+                   **gradient_shares(name, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts)}
     return loss, metrics
+
+
+def gradient_shares(name: str, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts) -> dict[str, float]:
+    """How much of the policy gradient comes from the clipped regions: with g_t = ∂J_t/∂log π(o_t) (= F·Â,
+    the per-token weight of ∇log π),
+
+        grad_share_low = Σ_{t∈low} |g_t| / Σ_t |g_t|,   grad_share_high likewise for the high region.
+
+    PPO/GRPO have g = 0 there (shares 0); GPPO keeps β(1∓ε)·Â by design, CISPO clip(δ)·Â. The low and high
+    boundaries push entropy in opposite directions (CE-GPPO, arXiv 2509.20712), hence the two figures. g is
+    taken by autograd on a detached copy of log π, so it holds for any registered loss."""
+    with torch.enable_grad():
+        leaf = logp.detach().requires_grad_(True)
+        obj, _ = POLICY_LOSSES[name](leaf, old_logp.detach(), adv.detach(), eps_low, eps_high, **opts)
+        (g,) = torch.autograd.grad((obj * mask).sum(), leaf)
+    g = (g * mask).abs()
+    total = g.sum()
+    if float(total) == 0.0:
+        return {"grad_share_low": 0.0, "grad_share_high": 0.0}
+    return {"grad_share_low": float((g * low).sum() / total), "grad_share_high": float((g * high).sum() / total)}

@@ -67,12 +67,12 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                               {"rl": asdict(config), "data": data, "selection": selection.as_dict()}, store)
     create_image_artifact(image_url=png_data_url(Path(out) / "reward.png"), key="rl-reward-curve",
                           description=f"RL reward ({config.loss}), {result['steps']} steps")
-    m = result["metrics"]
+    m = [r for r in result["metrics"] if "reward_mean" in r]  # the steps' rows (step 0 holds only the held-out figure)
     create_markdown_artifact(key="rl-report", markdown=(
         f"# RL checkpoint `{row['id']}` ({config.loss})\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
         f"- dataset: `{result['dataset']}`\n- problems: {selection.line()}\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
         f"{m[-1]['reward_mean']:.3f}, accuracy {m[0]['accuracy']:.3f} → {m[-1]['accuracy']:.3f}\n"))
-    evals = [r["eval_avg_at_k"] for r in m if "eval_avg_at_k" in r]
+    evals = [r["eval_avg_at_k"] for r in result["metrics"] if "eval_avg_at_k" in r and r["step"] > 0]
     return {"checkpoint": row["id"], "out": out, "steps": result["steps"], "dataset": result["dataset"],
             "final_reward": m[-1]["reward_mean"], "final_avg_at_k": evals[-1] if evals else None,
             "best_avg_at_k": max(evals) if evals else None}

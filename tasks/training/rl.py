@@ -146,6 +146,13 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
         try:
             watchdog.arm("the first weight sync")
             gen.sync_weights(model)  # a separate engine (vLLM) loaded `model_dir`; on resume the policy is newer
+            if step == 0 and cfg.eval_benchmark and cfg.eval_every:  # where the held-out curve starts
+                watchdog.arm("RL step 0's held-out evaluation")
+                if ctx.is_main or cfg.tensor_parallel > 1:
+                    held = _held_out(gen, tok, cfg, graders)
+                    if ctx.is_main:
+                        metrics.log(0, {"eval_avg_at_k": held})
+                dist_utils.barrier(ctx)
             while step < cfg.steps:
                 watchdog.arm(f"RL step {step + 1}")
                 if threads:

@@ -20,7 +20,9 @@
 the others it is either the rollout engine's log-probs (`from_rollouts`) or a no-grad pass before the
 first update, chunked exactly as training chunks them (another padding width can move a log-prob ~1e-5).
 
-Diagnostics, all token-weighted over the whole step (all ranks): clip fractions, ratio mean, entropy;
+Diagnostics, all token-weighted over the whole step (all ranks): clip fractions, ratio mean, entropy,
+the shares of the gradient from the clipped regions (`grad_share_low/high`, losses.gradient_shares),
+`stale_logratio` (π_old's staleness in the later mini-batches), `grad_norm_max` (pre-clip, per step);
 `logprob_diff_mean`/`logprob_diff_max` = |rollout engine log-prob − trainer log-prob| over the tokens whose
 trainer log-prob this step computed before any update (the rollout/trainer mismatch: ~0 for the policy
 itself, larger for a bf16 vLLM engine); `rank_token_imbalance` = mean over mini-batches of
@@ -174,6 +176,7 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
                     _mismatch(sums, chunk, old_t)
                 else:
                     old_t = torch.nn.utils.rnn.pad_sequence(old[m][i], batch_first=True)
+                    _staleness(sums, logp, old_t, mask)
                 adv_t = torch.tensor([a for _, a in chunk], device=device)
                 loss, mets = policy_loss(cfg.loss, logp, old_t, adv_t, mask, cfg.eps_low, cfg.eps_high,
                                          num_tokens=n_tok, beta1=cfg.beta1, beta2=cfg.beta2,
@@ -193,8 +196,18 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
         sums.add("rank_token_imbalance", plan.imbalance, 1.0)
     sched.step()
     values.update(sums.reduce(ctx))
-    values.update(loss=sum(losses) / len(losses), grad_norm=sum(norms) / len(norms))
+    values.update(loss=sum(losses) / len(losses), grad_norm=sum(norms) / len(norms), grad_norm_max=max(norms))
     return values
+
+
+def _staleness(sums: _Sums, logp: torch.Tensor, old_t: torch.Tensor, mask: torch.Tensor) -> None:
+    """`stale_logratio` = mean |log π_θ − log π_old| over the tokens of the mini-batches after the first: how
+    far the policy has moved from the one that sampled them when they are trained (0 with one mini-batch;
+    the clip regions start at |log δ| ≈ 0.22–0.25)."""
+    n = float(mask.sum())
+    if n:
+        with torch.no_grad():
+            sums.add("stale_logratio", float(((logp.detach() - old_t).abs() * mask).sum()) / n, n)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """`ablate` runs every (arm, seed) once: a rerun trains nothing and adds no catalog rows; an added seed
 trains only that seed's runs. Training on a file records its rows in the default store ($KLEAR_STORE)."""
 import json
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -32,7 +33,10 @@ def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path,
               vary={"loss": ["gppo", "grpo"]}, config=cfg)
 
     first = ablate(seeds=[1], **kw)
-    assert [r["arm"] for r in first] == ["loss=gppo", "loss=grpo"]
+    assert [r["arm"] for r in first["table"]] == ["loss=gppo", "loss=grpo"]
+    assert first["pairs"] == []          # one seed per arm: no test between arms
+    assert all(r["initial_avg_at_k"] is not None and r["auc"] is not None for r in first["table"])  # step 0 evaluated
+    assert Path(first["chart"]).is_file() and Path(first["chart"]).with_suffix(".json").is_file()
     stamps = _metrics_stamp(out)
     assert len(stamps) == 2
     rows = lambda: duckdb.connect(f"{store}/catalog.duckdb", read_only=True).execute(  # noqa: E731
@@ -46,5 +50,7 @@ def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path,
     more = ablate(seeds=[1, 2], **kw)
     grown = _metrics_stamp(out)
     assert len(grown) == 4 and {k: grown[k] for k in stamps} == stamps   # only the seed-2 runs trained
-    assert [r["seeds"] for r in more] == [2, 2]
+    assert [r["seeds"] for r in more["table"]] == [2, 2]
+    (pair,) = more["pairs"]
+    assert (pair["a"], pair["b"]) == ("loss=gppo", "loss=grpo") and 0.0 <= pair["p"] <= 1.0
     assert len(rows()) == 2 + 4   # a new ablation id (its seeds changed): one row per (arm, seed)

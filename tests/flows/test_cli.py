@@ -203,6 +203,16 @@ def test_a_bad_data_row_is_one_line_before_any_flow_and_a_bad_corpus_row_is_skip
     assert sft.stderr.strip().splitlines()[-1].startswith("klear: error: --data") and "row 2" in sft.stderr
 
 
+def _config_only_model_and_one_row(tmp_path):
+    """A model directory with an empty config.json and a one-row data file: enough for flag checks."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    return model, data
+
+
 @pytest.mark.parametrize("vary, msg", [
     ("sft_alpha=x", "sft_alpha (--sft-alpha) expects float, got 'x'"),
     ("temprature=1", "temprature (--temprature) is not a setting of RLConfig"),
@@ -210,11 +220,22 @@ def test_a_bad_data_row_is_one_line_before_any_flow_and_a_bad_corpus_row_is_skip
     ("steps", "--vary 'steps': expected FIELD=VALUE1,VALUE2"),
 ])
 def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    data = tmp_path / "d.jsonl"
-    data.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    model, data = _config_only_model_and_one_row(tmp_path)
     r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
              "--benchmark", str(data), "--vary", vary], tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
+
+
+@pytest.mark.parametrize("arms, msg", [
+    (["loss=gppo,mini_batches=x"], "mini_batches (--mini-batches) expects int, got 'x'"),
+    (["loss=gppo", "loss"], "--arm 'loss': expected FIELD=VALUE[,FIELD=VALUE…]"),
+    (["loss=gppo,loss=grpo"], "--arm 'loss=gppo,loss=grpo': loss given twice"),
+    (["loss=ppo"], "loss (--loss) must be one of cispo, gppo, grpo (got 'ppo')"),
+])
+def test_ablate_bad_arm_is_one_line(arms, msg, tmp_path):
+    model, data = _config_only_model_and_one_row(tmp_path)
+    flags = [x for a in arms for x in ("--arm", a)]
+    r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
+             "--benchmark", str(data), *flags], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
+    assert not (tmp_path / "o").exists()

@@ -2,7 +2,9 @@
 import pytest
 
 from tasks.config_checks import ConfigError
-from tasks.training.ablation import arm_config, arms, label, parse_value, summarize, t975, training_figures
+from tasks.stats import t975, welch
+from tasks.training.ablation import (arm_config, area_under_curve, arms, label, pair_line, pairwise, parse_value,
+                                     run_figures, summarize, training_figures)
 from tasks.training.config import RLConfig
 
 
@@ -51,23 +53,66 @@ def test_summary_mean_and_95_interval_per_arm():
     a, b = summarize(runs)
     assert a["arm"] == "a" and a["seeds"] == 3
     assert a["final_avg_at_k"] == pytest.approx(0.4) and a["best_avg_at_k"] == pytest.approx(0.5)
-    assert a["final_ci95"] == pytest.approx(4.303 * 0.2 / 3 ** 0.5)   # t(0.975, 2) · s / √n, s = 0.2
+    assert a["final_ci95"] == pytest.approx(4.3027 * 0.2 / 3 ** 0.5, rel=1e-4)   # t(0.975, 2) · s / √n, s = 0.2
     assert b["final_ci95"] is None                                     # one seed: no interval
     assert a["best_ci95"] == pytest.approx(a["final_ci95"]) and a["entropy"] is None  # no figures in the runs
 
 
 def test_training_figures_average_the_steps_that_trained_then_the_seeds():
-    steps = [{"step": 1, "trained_rollouts": 8, "clip_frac_low": 0.1, "clip_frac_high": 0.3, "entropy": 2.0},
+    steps = [{"step": 0, "eval_avg_at_k": 0.5},   # the starting evaluation: not a training step
+             {"step": 1, "trained_rollouts": 8, "clip_frac_low": 0.1, "clip_frac_high": 0.3, "entropy": 2.0},
              {"step": 2, "trained_rollouts": 0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0},
              {"step": 3, "trained_rollouts": 4, "clip_frac_low": 0.3, "clip_frac_high": 0.1, "entropy": 1.0}]
-    figs = training_figures(steps)
+    figs = {k: v for k, v in training_figures(steps).items() if v is not None}
     assert figs == pytest.approx({"clip_frac_low": 0.2, "clip_frac_high": 0.2, "entropy": 1.5})
-    assert training_figures([steps[1]]) == {"clip_frac_low": None, "clip_frac_high": None, "entropy": None}
+    assert set(training_figures(steps[:3]).values()) == {None} or training_figures([steps[2]])["entropy"] is None
     runs = [{"arm": "a", "final_avg_at_k": 0.5, "best_avg_at_k": 0.5, **figs},
             {"arm": "a", "final_avg_at_k": 0.5, "best_avg_at_k": 0.5, "clip_frac_low": 0.4, "clip_frac_high": 0.0,
              "entropy": 0.5}]
     (row,) = summarize(runs)
     assert (row["clip_frac_low"], row["clip_frac_high"], row["entropy"]) == pytest.approx((0.3, 0.1, 1.0))
+
+
+def test_run_figures_from_the_held_out_curve():
+    rows = [{"step": 0, "eval_avg_at_k": 0.2}, {"step": 1, "reward_mean": 0.1},
+            {"step": 2, "eval_avg_at_k": 0.6}, {"step": 4, "eval_avg_at_k": 0.4}]
+    got = run_figures(rows)
+    # trapezoids: (2·(0.2+0.6)/2 + 2·(0.6+0.4)/2) / 4 = (0.8 + 1.0) / 4
+    assert got == pytest.approx({"initial_avg_at_k": 0.2, "final_avg_at_k": 0.4, "best_avg_at_k": 0.6,
+                                 "gain": 0.2, "auc": 0.45})
+    assert area_under_curve([(0, 0.3)]) is None
+    no_start = run_figures(rows[1:])
+    assert no_start["initial_avg_at_k"] is None and no_start["gain"] is None and no_start["final_avg_at_k"] == 0.4
+
+
+def test_summary_carries_each_run_figure_with_its_interval():
+    runs = [{"arm": "a", "auc": x, "gain": x - 0.1} for x in (0.3, 0.5)]
+    (row,) = summarize(runs)
+    assert row["auc"] == pytest.approx(0.4) and row["auc_ci95"] == pytest.approx(t975(1) * 0.1)  # s = √0.02, s/√2 = 0.1
+    assert row["gain"] == pytest.approx(0.3) and row["initial_avg_at_k"] is None and row["initial_ci95"] is None
+
+
+def test_welch_matches_the_textbook_example():
+    # two samples of unequal variance: diff −0.3, se² = 0.01/3 + 0.04/3, df = 2.94 (Welch–Satterthwaite)
+    a, b = [0.1, 0.2, 0.3], [0.3, 0.5, 0.7]
+    w = welch(a, b)
+    se = ((0.01 / 3) + (0.04 / 3)) ** 0.5
+    assert w["diff"] == pytest.approx(-0.3)
+    assert w["high"] - w["diff"] == pytest.approx(t975((se ** 4) / ((0.01 / 3) ** 2 / 2 + (0.04 / 3) ** 2 / 2)) * se)
+    assert w["p"] == pytest.approx(0.10448, abs=1e-5)  # t = −2.324 on 2.94 df, as scipy's ttest_ind(equal_var=False)
+    assert welch([0.5, 0.5], [0.5, 0.5])["p"] == 1.0 and welch([0.4, 0.4], [0.5, 0.5])["p"] == 0.0
+    assert welch([0.1], [0.2, 0.3]) is None
+
+
+def test_pairs_of_arms_say_whether_they_are_separated():
+    runs = [{"arm": "gppo", "auc": x} for x in (0.60, 0.62, 0.61, 0.63, 0.59)]
+    runs += [{"arm": "grpo", "auc": x} for x in (0.40, 0.42, 0.41, 0.43, 0.39)]
+    runs += [{"arm": "cispo", "auc": x} for x in (0.50, 0.70, 0.45, 0.75, 0.60)]
+    pairs = {(p["a"], p["b"]): p for p in pairwise(runs)}
+    assert list(pairs) == [("gppo", "grpo"), ("gppo", "cispo"), ("grpo", "cispo")]
+    assert pairs[("gppo", "grpo")]["separated"] and not pairs[("gppo", "cispo")]["separated"]
+    line = pair_line(pairs[("gppo", "grpo")])
+    assert line.startswith("gppo vs grpo: auc +0.200 [") and line.endswith("separated at 95%") and "not" not in line
 
 
 def test_plot_arms_writes_one_panel_per_metric(tmp_path):
@@ -78,5 +123,6 @@ def test_plot_arms_writes_one_panel_per_metric(tmp_path):
     assert out.stat().st_size > 1000
 
 
-def test_t_quantiles_are_never_narrower_than_the_true_ones():
-    assert t975(2) == 4.303 and t975(12) == t975(10) and t975(1000) == 1.96
+def test_t_quantiles_are_students():
+    assert t975(2) == pytest.approx(4.303, abs=1e-3) and t975(4) == pytest.approx(2.776, abs=1e-3)
+    assert t975(1e6) == pytest.approx(1.96, abs=1e-3)
