@@ -2,7 +2,22 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+
+class NonFiniteLoss(ValueError):
+    """A training step's loss or gradient norm is NaN or infinite: the update is not applied and the run
+    stops, so no model of broken weights is saved or registered (a NaN never trains back to a number)."""
+
+
+def check_finite(where: str, loss: float, grad_norm: float, lr: float) -> None:
+    """Raise NonFiniteLoss (one line: where — `SFT step 12` —, the values, the learning rate) unless both are
+    finite. Call it with figures every rank shares (reduced), so all ranks stop at the same update."""
+    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+        raise NonFiniteLoss(f"{where}: loss {loss}, gradient norm {grad_norm}: stopped before this "
+                            f"update, no model saved or registered (learning rate {lr:g}; a lower --lr, or the "
+                            "data, is the usual fix)")
 
 
 class MetricsLog:

@@ -42,6 +42,7 @@ from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
 from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar
 from tasks.training.losses import policy_loss
+from tasks.training.metrics import check_finite
 
 
 @dataclass
@@ -190,9 +191,10 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
                 for k, v in {**mets, "entropy": ent}.items():
                     sums.add(k, v, n_chunk)
         norms.append(scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)))
+        losses.append(all_reduce_sum(total, ctx) if ctx is not None else total)
+        check_finite(f"RL step {step + 1}, mini-batch {m + 1}", losses[-1], norms[-1], opt.param_groups[0]["lr"])
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(all_reduce_sum(total, ctx) if ctx is not None else total)
         sums.add("rank_token_imbalance", plan.imbalance, 1.0)
     sched.step()
     values.update(sums.reduce(ctx))

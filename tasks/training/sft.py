@@ -36,7 +36,7 @@ from tasks.training import distributed as dist_utils
 from tasks.training.config import SFTConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
-from tasks.training.metrics import MetricsLog
+from tasks.training.metrics import MetricsLog, check_finite
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
@@ -199,6 +199,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
                 t0 = time.perf_counter()
                 loss, n_tok = train_step(ddp_model, batch, cfg, ctx, bf16)
                 gnorm = dist_utils.scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+                check_finite(f"SFT step {global_step + 1}", loss, gnorm, sched.get_last_lr()[0])
                 opt.step()
                 sched.step()
                 opt.zero_grad(set_to_none=True)

@@ -155,3 +155,23 @@ def test_blocked_logprobs_equal_the_full_log_softmax_and_its_gradient(tiny, monk
         out, grads = grad_of(lambda: logprobs(tiny, chunk, CPU)[0])
         assert (out - ref).abs().max() < 1e-5
         assert max((grads[n] - ref_grad[n]).abs().max().item() for n in grads) < 1e-5
+
+
+def test_a_non_finite_loss_stops_before_the_update():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tasks.models.presets import PRESETS
+    from tasks.training.metrics import NonFiniteLoss
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**PRESETS["tiny"].to_dict()))
+    with torch.no_grad():
+        model.lm_head.weight.fill_(float("nan"))  # what a far too large learning rate leaves behind
+    before = {n: p.clone() for n, p in model.named_parameters()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    rs = _rollouts(model.config.vocab_size, [[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(NonFiniteLoss, match=r"^RL step 1, mini-batch 1: loss nan, gradient norm nan: stopped"):
+        update_policy(model, opt, sched, rs, RLConfig(backend="hf", mini_batches=1), CPU, 0)
+    assert not opt.state and sched.last_epoch == 0
+    assert all(torch.equal(p, before[n]) or torch.isnan(p).all() for n, p in model.named_parameters())

@@ -194,3 +194,19 @@ def test_one_and_two_torch_threads_train_the_same_weights(setup, tmp_path, monke
         weights[n] = load_file(path)
     assert weights[1].keys() == weights[2].keys()
     assert all(weights[1][k].equal(weights[2][k]) for k in weights[1])
+
+
+def test_a_learning_rate_that_breaks_the_weights_stops_training_with_one_line(setup, tmp_path):
+    from tasks.training.metrics import NonFiniteLoss
+
+    model, data, _ = setup
+    out = tmp_path / "out"
+    with pytest.raises(NonFiniteLoss) as exc:
+        train_sft(model, data, str(out), SFTConfig(max_steps=6, batch_size=4, seq_len=128, lr=1e12, grad_clip=1e30,
+                                                   warmup_ratio=0.0, save_every=1))
+    assert str(exc.value).startswith("SFT step ") and "\n" not in str(exc.value)
+    assert not (out / "model.safetensors").exists()      # no final model of broken weights
+    for ck in (out / "checkpoints").glob("*"):             # the checkpoints saved are of finite weights
+        from safetensors.torch import load_file
+
+        assert all(t.isfinite().all() for t in load_file(str(ck / "model.safetensors")).values()), ck
