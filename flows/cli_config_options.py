@@ -13,12 +13,15 @@ whose own checks then refuse a bad value with their one-line message.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import inspect
 import io
 import re
 import tokenize
 import typing
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
@@ -39,23 +42,36 @@ def field_comments(cls: type) -> dict[str, str]:
 
 
 def _own_field_comments(cls: type) -> dict[str, str]:
-    comments: dict[str, str] = {}
+    lines, comments_at, classes = _source_comments(inspect.getsourcefile(cls))
+    first, last = classes[cls.__name__]
+    out: dict[str, str] = {}
     current = None
-    lines = inspect.getsource(cls).splitlines()
-    for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
-        if tok.type != tokenize.COMMENT:
+    for n in range(first, last + 1):
+        if n not in comments_at:
             continue
-        line = lines[tok.start[0] - 1]
-        text = tok.string.lstrip("#").strip()
+        line, comment = lines[n - 1], comments_at[n]
+        text = comment.lstrip("#").strip()
         m = _FIELD_LINE.match(line)
-        if m and line.strip() != tok.string:      # a field line with a trailing comment
+        if m and line.strip() != comment:            # a field line with a trailing comment
             current = m.group(1)
-            comments[current] = text
-        elif line.strip() == tok.string and current:  # a continuation of the last field's comment
-            comments[current] += " " + text
+            out[current] = text
+        elif line.strip() == comment and current:    # a continuation of the last field's comment
+            out[current] += " " + text
         else:
             current = None
-    return comments
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _source_comments(path: str) -> tuple[list[str], dict[int, str], dict[str, tuple[int, int]]]:
+    """A source file's lines, its comments by line number and its classes' line ranges: read and tokenized
+    once per file (several configs share one, and `klear --help` builds every command's flags)."""
+    text = Path(path).read_text()
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+                if tok.type == tokenize.COMMENT}
+    classes = {node.name: (node.lineno, node.end_lineno) for node in ast.walk(ast.parse(text))
+               if isinstance(node, ast.ClassDef)}
+    return text.splitlines(), comments, classes
 
 
 def _option_type(annotation: Any) -> tuple[Any, bool]:
