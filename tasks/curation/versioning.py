@@ -1,17 +1,25 @@
 """Content address of a curation run: the dataset version id is a hash of
-(every source's spec + content hash, every benchmark's content hash, the parameters, the code version),
+(every source's spec + content hash, every benchmark's content hash, the parameters, CURATION_RULES),
 so re-running the same command on the same inputs yields the same id and recomputes nothing, while a
-changed file, parameter or curation code yields a new version.
+changed file, parameter or rule yields a new version.
+
+Why a declared rules version rather than a hash of the code: a refactor that keeps every row's fate and
+content keeps every version id, so the stages keyed on a version (verify, SFT, RL) stay cached, while a
+change of output must say so by bumping CURATION_RULES. tests/curation/test_rules_version.py curates the
+demo data and a fixture that exercises every drop reason and pins the version id and a hash of the output:
+a change in output without a bump fails there.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from storage.keys import code_version, hash_file, hash_json, short_id
+from storage.keys import hash_file, hash_json, short_id
 from tasks.curation.config import CurateConfig
 from tasks.records.sources import SourceError, source_kind
 
-CODE_PACKAGES = ("tasks.curation", "tasks.records", "tasks.grading", "storage")  # curation, its reader and grading
+# Bump when a change to curation, its reader (tasks.records), the math grading it validates answers with
+# or the store changes which rows are kept, their content, order or drop reasons (module docstring).
+CURATION_RULES = "2026-12-03"
 EXECUTION_FIELDS = ("memory_limit", "dask", "dask_workers", "work_dir")  # how a version is computed, not what
 
 
@@ -43,6 +51,6 @@ def curation_version_id(config: CurateConfig, inputs: dict[str, Any] | None = No
         "sources": [{k: v for k, v in s.items() if k != "path"} for s in inputs["sources"]],
         "benchmarks": {n: b["sha256"] for n, b in inputs["benchmarks"].items()},
         "parameters": curation_parameters(config),
-        "code": code_version(CODE_PACKAGES),
+        "rules": CURATION_RULES,
     }
     return short_id("ds", hash_json(keyed))

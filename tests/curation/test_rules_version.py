@@ -1,0 +1,57 @@
+"""The dataset version id carries CURATION_RULES, not a hash of the code (tasks/curation/versioning.py): a
+refactor keeps ids, a change of output must bump the rules version. These golden figures are what make
+that safe: curating the demo data and the hostile fixture (every drop reason) must give exactly these ids
+and this output. If a change fails here:
+- the output is meant to change: bump CURATION_RULES and put the new figures here, in the same commit;
+- it is not: the change altered a row's fate, content or order: fix the change."""
+import json
+from hashlib import sha256
+
+import pyarrow as pa
+import pytest
+
+from tasks.curation.config import CurateConfig
+from tasks.curation.dataset import plan_curation
+from tasks.curation.demo_data import write_demo_sources
+from tasks.curation.pipeline import curate
+from tasks.curation.versioning import CURATION_RULES
+from tests.curation.fixtures import write_corpus
+
+GOLDEN = {  # rules version → {corpus: (version id, sha256 of kept + dropped rows)}
+    "2026-12-03": {
+        "demo": ("ds-2a5dd234ec006b77", "c7107de01d3512c02dcce29522fb8cbe0ef50cdd425f4ffb9843ef485e9c591b"),
+        "fixture": ("ds-aa8a04dae820e1e4", "2c38e18e16a18e391975a37bfdb364f60b42f17cc18b01ea41b6822cffbdd5f4"),
+    },
+}
+
+
+def _rows_hash(problems: pa.Table, dropped: pa.Table) -> str:
+    """sha256 of every kept row and every dropped row, in order, as canonical JSON."""
+    h = sha256()
+    for table in (problems, dropped):
+        for row in table.to_pylist():
+            h.update(json.dumps(row, sort_keys=True, default=str).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _configs(tmp_path) -> dict[str, CurateConfig]:
+    demo = write_demo_sources(tmp_path / "demo", seed=0)
+    files = write_corpus(tmp_path / "fixture")
+    return {
+        "demo": CurateConfig(sources=[{"name": n, "path": str(p)} for n, p in demo.sources().items()],
+                             benchmarks={n: str(p) for n, p in demo.benchmarks().items()}, seed=0),
+        "fixture": CurateConfig(sources=[{"name": "a", "path": str(files["a"])}, {"name": "b", "path": str(files["b"])}],
+                                benchmarks={"bench": str(files["bench"])}),
+    }
+
+
+@pytest.mark.parametrize("corpus", ["demo", "fixture"])
+def test_curation_output_is_what_its_rules_version_says(corpus, tmp_path):
+    config = _configs(tmp_path)[corpus]
+    version, _ = plan_curation(config)
+    result = curate(config)
+    got = (version, _rows_hash(result.problems, result.dropped))
+    assert CURATION_RULES in GOLDEN, f"no golden figures for rules version {CURATION_RULES}: add them"
+    assert got == GOLDEN[CURATION_RULES][corpus], (
+        f"{corpus}: version/output {got} differ from rules version {CURATION_RULES}'s {GOLDEN[CURATION_RULES][corpus]} "
+        "(module docstring: bump the rules version or fix the change)")
