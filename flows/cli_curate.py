@@ -96,7 +96,7 @@ def curate(
             raise UserError(f"--dask {config.dask}: cannot reach the scheduler ({why})")
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
-    from tasks.curation.out_of_core import DaskError
+    from tasks.dask_client import DaskError
     from tasks.records.sources import SourceError
 
     version = run_flow(curate_flow, config, user_errors=(SourceError, DaskError))

@@ -96,11 +96,9 @@ def verify(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing OUTPUT that is not a klear verify result"),
 ) -> None:
     """Run code submissions against their tests in Docker sandboxes and write one verdict per row."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from sandbox.config import JudgeConfig
     from storage import paths
+    from tasks.progress import StepProgress
     from tasks.verification import VerifyConfig, VerifyError, VerifyIOError, read_rows, verify_rows, write_rows
     from tasks.verification.io import output_kind, same_file
 
@@ -125,13 +123,10 @@ def verify(
         _docker_client()
     config = VerifyConfig(workers=workers, processes=processes, dask_address=dask,
                           judge=JudgeConfig(max_tests=max_tests, seed=seed))
-    err = Console(stderr=True)
     started = time.monotonic()
-    with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False) as bar:
-        task = bar.add_task("verify", total=len(rows))
+    with StepProgress("verify", unit="rows", rate_unit="rows/s") as report:  # stderr, as every stage's
         try:
-            results = verify_rows(rows, config, progress=lambda done, total: bar.update(task, completed=done))
+            results = verify_rows(rows, config, progress=report)
         except VerifyError as exc:
             raise UserError(str(exc)) from None
     try:

@@ -10,6 +10,10 @@ redraw:
 A `feed` callback gets the same lines at most every few seconds, whatever the terminal shows: the Prefect
 task wrappers pass one that writes the run log and moves a progress artifact (this module stays pure).
 
+One protocol, in every stage: a loop reports to a `Progress` (`update(done, total, tokens=…, **figures)`;
+StepProgress is the one that draws), and a stage takes a `Feed` (where its lines go besides the terminal)
+and makes its StepProgress itself. `Shifted` counts one loop on after another in one Progress.
+
 `KLEAR_PROGRESS` picks the mode: `auto` (default: bar on a terminal, else plain), `bar`, `plain` or
 `off`; `KLEAR_PROGRESS_INTERVAL` the seconds between plain lines (default 5). Output goes to stderr, so
 stdout keeps a command's results (JSON lines, tables). The per-step cost is a clock read and a few
@@ -23,7 +27,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, TextIO
+from typing import Callable, Iterator, Protocol, TextIO
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,27 @@ class ProgressLine(str):
         line = super().__new__(cls, text)
         line.fraction = fraction
         return line
+
+
+Feed = Callable[[ProgressLine], None]  # where a stage's progress lines go besides the terminal (a run log)
+
+
+class Progress(Protocol):
+    """What a loop reports to: `done` of `total` (None while unknown), `tokens` the work done since the last
+    update (shown as a rate), `figures` shown as they are (`loss 0.412`, `kept 1802`)."""
+
+    def update(self, step: int, total: int | None, tokens: float = 0, **figures: float) -> None: ...
+
+
+class Shifted:
+    """A Progress that reports to `progress` with `by` steps already done: loops run one after another (the
+    verify stage's reference runs, then its mutant passes) count on in one line."""
+
+    def __init__(self, progress: Progress, by: int):
+        self.progress, self.by = progress, by
+
+    def update(self, step: int, total: int | None, tokens: float = 0, **figures: float) -> None:
+        self.progress.update(self.by + step, None if total is None else self.by + total, tokens, **figures)
 
 
 class _Cadence:

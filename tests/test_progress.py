@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tasks.progress import (ProgressLine, StageLog, StepProgress, format_duration, format_number,
+from tasks.progress import (ProgressLine, Shifted, StageLog, StepProgress, format_duration, format_number,
                             progress_mode)
 
 
@@ -161,3 +161,12 @@ def test_bar_mode_with_an_unknown_total_runs_and_stops():
         p.update(256, None, tokens=256)
         p.update(300, 300, tokens=44)
     assert "300/300" in out.getvalue()
+
+
+def test_shifted_counts_a_later_loop_on_from_the_earlier_ones():
+    out, clock = io.StringIO(), Clock()
+    p = StepProgress("verify code", unit="problems", stream=out, mode="plain", interval=0.0, clock=clock)
+    p.update(4, 4, tokens=4)
+    clock.t += 1.0
+    Shifted(p, 4).update(2, 6, tokens=2, weak=1)
+    assert out.getvalue().splitlines()[-1] == "verify code problems 6/10 weak 1 tok/s 2 eta 1s"

@@ -1,12 +1,13 @@
 """Build (or find) the content-addressed dataset version for a curation config, in a store."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from storage.store import DatasetVersion, Store
 from tasks.curation.config import CurateConfig
 from tasks.curation.pipeline import open_run, run_pipeline
 from tasks.curation.versioning import curation_inputs, curation_parameters, curation_version_id
+from tasks.progress import Feed
 
 
 def plan_curation(config: CurateConfig) -> tuple[str, dict[str, Any]]:
@@ -16,15 +17,16 @@ def plan_curation(config: CurateConfig) -> tuple[str, dict[str, Any]]:
 
 
 def build_curated_version(config: CurateConfig, version_id: str, inputs: dict[str, Any],
-                          progress: Callable[[str], None] = lambda m: None) -> DatasetVersion:
+                          feed: Feed | None = None) -> DatasetVersion:
     """Run the pipeline and write the version, unless the store already holds it (then nothing runs). The
     run stays within `config.memory_limit`, or, when that is None, a limit chosen from the machine's memory
-    (memory.py); the tables go from the run's directory to the store without passing through memory."""
+    (memory.py); the tables go from the run's directory to the store without passing through memory.
+    `feed` gets the run's progress lines (a Prefect run log)."""
     store = Store(config.store)
     if store.has_version(version_id):
         return store.load_version(version_id)
-    with open_run(config, progress) as (ws, runner):
-        result = run_pipeline(config, ws, runner, progress)
+    with open_run(config, feed) as (ws, runner):
+        result = run_pipeline(config, ws, runner, feed)
         return store.write_version(_version(config, version_id, inputs, result),
                                    {"problems": result.problems, "dropped": result.dropped})
 

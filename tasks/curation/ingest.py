@@ -26,7 +26,7 @@ from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.source_quality import row_quality, source_score
 from tasks.records.sources import RawRow, check_value, read_source
 from tasks.curation.validate_math import drop_invalid_answers
-from tasks.progress import StepProgress
+from tasks.progress import Progress
 
 ORD = oc.ORD
 ROW_SCHEMA = (PROBLEM_SCHEMA.set(PROBLEM_SCHEMA.get_field_index("problem"), pa.field("problem", pa.large_string()))
@@ -60,7 +60,7 @@ class Sources:
 
 def read_sources(config: CurateConfig, ws: oc.Workspace, start_step) -> Sources:
     """Every row of every source into parts (`_ord` counting on across sources) or a dropped record;
-    `start_step(what)` gives the StepProgress of one source."""
+    `start_step(what)` gives the progress of one source (a tasks.progress.StepProgress, a context manager)."""
     out, first = Sources(), 0
     for s_idx, spec in enumerate(config.sources):
         name, parts = spec.name, _PartWriter(ws, s_idx, first)
@@ -144,7 +144,7 @@ class _PartWriter:
             self.ranges.append((self.next_ord, self.next_ord - 1))
 
 
-def ingest_rows(spec, report: StepProgress | None = None) -> Iterator[tuple[int, Problem | None, dict | None]]:
+def ingest_rows(spec, report: Progress | None = None) -> Iterator[tuple[int, Problem | None, dict | None]]:
     """Per source row, in order: (row, its canonical Problem, None), or (row, None, its dropped record);
     `report` gets the rows read every READ_REPORT_EVERY rows and, at the end, the total and rows kept."""
     n = kept = 0

@@ -30,7 +30,6 @@ decontamination's candidate rows (8 bytes each).
 """
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -48,6 +47,7 @@ from tasks.curation import near_dedup as nd
 from tasks.curation import ngrams as ng
 from tasks.curation.decontaminate import DecontamConfig, Decontaminator
 from tasks.curation.exact_dedup import exact_keys, same_normalized
+from tasks.dask_client import dask_cluster
 
 ORD = "_ord"
 def lit(value: object) -> str:
@@ -248,32 +248,16 @@ class DaskRunner:
             yield f.result()
 
 
-class DaskError(RuntimeError):
-    """No Dask cluster at the address given; the message says why."""
-
-
 @contextmanager
 def part_runner(dask: str | None, workers: int = 2, connect_timeout: str = "15s") -> Iterator[LocalRunner | DaskRunner]:
     """None: this process; "local": a LocalCluster of `workers` single-threaded worker processes (the
     signature work holds the GIL in rensa's export, so threads would not run in parallel); otherwise the
-    address of an existing scheduler."""
+    address of an existing scheduler (DaskError when none answers). Set up and closed by
+    tasks/dask_client.py, as verification's cluster is."""
     if dask is None:
         yield LocalRunner()
         return
-    from distributed import Client, LocalCluster
-
-    if dask == "local":
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-            yield DaskRunner(client)
-        return
-    from tasks.dask_client import connect
-
-    try:
-        client = connect(dask, timeout=connect_timeout)
-    except Exception as exc:
-        raise DaskError(f"--dask {dask}: cannot reach the scheduler ({exc})") from None
-    with client:
+    with dask_cluster(None if dask == "local" else dask, workers, timeout=connect_timeout) as (client, _):
         yield DaskRunner(client)
 
 

@@ -17,12 +17,13 @@ the run's runner (out_of_core.py: this process, or Dask workers with `--dask`), 
 DuckDB, all within the run's memory limit: `--memory-limit`, or one chosen from the machine's memory
 (memory.py), said in one line when the run starts. Small data is one part; big data many, with the same
 result. Then the version's tables are written part by part. Each step reports its rows as it goes
-(tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr).
+(tasks/progress.py: a bar on a terminal, else a plain line every few seconds, on stderr, and to the
+run's `feed`).
 """
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,7 +41,7 @@ from tasks.curation.schema import PROBLEM_SCHEMA
 from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.steps import (Benchmark, Cutoff, Decontaminate, ExactDedup, NearDedup, Run,  # noqa: F401
                                   Step, TopSources, load_benchmark_rows)
-from tasks.progress import ProgressLine, StepProgress, progress_mode
+from tasks.progress import Feed, Progress, ProgressLine, StepProgress, progress_mode
 
 ORD = oc.ORD
 STEPS: tuple[Step, ...] = (TopSources(), Cutoff(), ExactDedup(), NearDedup(), Decontaminate())
@@ -64,58 +65,60 @@ class CurationResult:
 
 class _Steps:
     """Curation's progress: a StepProgress per step (reading each source, then each step, then writing)
-    on stderr; each line also goes to `progress` as a ProgressLine whose fraction is of the whole run:
+    on stderr; each line also goes to `feed` as a ProgressLine whose fraction is of the whole run:
     (steps done + this step's fraction) / steps."""
 
-    def __init__(self, count: int, progress: Callable[[str], None]):
-        self.count, self.started, self.progress = count, 0, progress
+    def __init__(self, count: int, feed: Feed | None):
+        self.count, self.started, self.feed = count, 0, feed
 
     def start(self, what: str) -> StepProgress:
         index = self.started
         self.started += 1
 
-        def feed(line: ProgressLine) -> None:
-            self.progress(ProgressLine(line, min(1.0, (index + (line.fraction or 0.0)) / self.count)))
+        def of_run(line: ProgressLine) -> None:
+            self.feed(ProgressLine(line, min(1.0, (index + (line.fraction or 0.0)) / self.count)))
 
-        return StepProgress(f"curate {what}", unit="rows", rate_unit="rows/s", feed=feed)
+        return StepProgress(f"curate {what}", unit="rows", rate_unit="rows/s",
+                            feed=of_run if self.feed is not None else None)
 
 
-def say(line: str, progress: Callable[[str], None]) -> None:
-    """One line on stderr (unless KLEAR_PROGRESS=off) and to `progress`, as the steps' lines go."""
+def say(line: str, feed: Feed | None) -> None:
+    """One line on stderr (unless KLEAR_PROGRESS=off) and to `feed`, as the steps' lines go."""
     if progress_mode() != "off":
         try:
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-    progress(ProgressLine(line))
+    if feed is not None:
+        feed(ProgressLine(line))
 
 
 @contextmanager
-def open_run(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> Iterator[tuple]:
+def open_run(config: CurateConfig, feed: Feed | None = None) -> Iterator[tuple]:
     """(workspace, runner) of a run of `config`: its memory limit (`memory_limit`, or when None one chosen
     from the machine: memory.py, said in one line), its work directory and its runner (`dask`)."""
     choice = choose_memory_limit(config.memory_limit)
-    say(choice.line(), progress)
+    say(choice.line(), feed)
     ooc = oc.OutOfCoreConfig(memory_limit=choice.limit, work_dir=config.work_dir)
     with oc.part_runner(config.dask, config.dask_workers) as runner, oc.Workspace(ooc) as ws:
         yield ws, runner
 
 
-def curate(config: CurateConfig, progress: Callable[[str], None] = lambda msg: None) -> CurationResult:
+def curate(config: CurateConfig, feed: Feed | None = None) -> CurationResult:
     """The pipeline with the version's tables read into memory (small data, tests); dataset.py streams them
-    into the store instead. `progress` gets the lines stderr shows (tasks.progress.ProgressLine, whose
+    into the store instead. `feed` gets the lines stderr shows (tasks.progress.ProgressLine, whose
     `.fraction` is of the whole run), at most every few seconds per step."""
-    with open_run(config, progress) as (ws, runner):
-        result = run_pipeline(config, ws, runner, progress)
+    with open_run(config, feed) as (ws, runner):
+        result = run_pipeline(config, ws, runner, feed)
         return replace(result, problems=pq.read_table(result.problems), dropped=pq.read_table(result.dropped))
 
 
-def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None,
-                 progress: Callable[[str], None] = lambda msg: None, steps: tuple[Step, ...] = STEPS) -> CurationResult:
+def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None, feed: Feed | None = None,
+                 steps: tuple[Step, ...] = STEPS) -> CurationResult:
     """Read the sources into `ws`, run the steps that apply, write `problems` and `dropped` there."""
     todo = [s for s in steps if s.applies(config)]
-    bar = _Steps(len(config.sources) + len(todo) + 1, progress)
+    bar = _Steps(len(config.sources) + len(todo) + 1, feed)
     src = read_sources(config, ws, bar.start)
     run = Run(config, ws, runner or oc.LocalRunner(), src, src.parts(src.rows_in), sum(src.valid.values()))
     for step in todo:
@@ -131,7 +134,7 @@ def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None,
         return _write_tables(run, report)
 
 
-def _write_tables(run: Run, report: StepProgress) -> CurationResult:
+def _write_tables(run: Run, report: Progress) -> CurationResult:
     """The version's `problems` (kept rows, by `_ord`) and `dropped` (by source order, then source row)."""
     ws, src = run.ws, run.sources
     everything = src.parts(src.rows_in)

@@ -26,8 +26,8 @@ def _version_key(context, parameters) -> str:
 
 @task(name="curate-dataset", cache_key_fn=_version_key, persist_result=True, retries=0)
 def curate_dataset_task(config: CurateConfig, version_id: str, inputs: dict) -> dict:
-    progress = progress_feed("curation-progress", f"curating {version_id}")  # lines of every step, throttled
-    return asdict(build_curated_version(config, version_id, inputs, progress=progress))
+    feed = progress_feed("curation-progress", f"curating {version_id}")  # lines of every step, throttled
+    return asdict(build_curated_version(config, version_id, inputs, feed=feed))
 
 
 @task(name="publish-dataset", cache_policy=NONE)

@@ -1,55 +1,43 @@
-"""Canonical problems as training and the tokenizer corpus read them: from a store's dataset version or a
-canonical .jsonl/.parquet file, each file row checked as curation checks it (schema.py), plus the
-difficulty tags a tagged file may carry."""
+"""Canonical problems as stages read them as given: a training or tokenizer-corpus `--data` (a store's dataset
+version or a canonical .jsonl/.parquet file) and a benchmark. Each file row is checked as curation checks
+it (schema.py), through the one reader and its bad-row rule (tasks/records/reader.py): the caller stops at
+a bad row or skips and reports it."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any
 
 from storage.keys import hash_file
-from storage.refs import data_ref
-from storage.store import Store
-from tasks.curation.schema import Malformed, to_problem
-from tasks.records.sources import read_source
+from storage.refs import DatasetRef, data_ref
+from tasks.curation.layouts import apply_layout
+from tasks.curation.malformed import Malformed
+from tasks.curation.schema import to_problem
+from tasks.records.reader import OnBad, read_records, store_version
 
 
-def read_store_problems(store_dir: str, version: str | None = None) -> tuple[list[dict], str]:
-    """`problems` of a store's dataset version (`STORE#VERSION`), else of its current version."""
-    store = Store(store_dir)
-    version = version or store.current_version()
-    if version is None:
-        raise ValueError(f"{store_dir}: store has no curated dataset (run klear curate first)")
-    if not store.has_version(version):
-        raise ValueError(f"{store_dir}: no dataset version {version}")
-    return store.read_table(version, "problems").to_pylist(), version
+def file_problem(value: Any) -> dict:
+    """A training file row as a canonical row: the schema's own field names (no layout), plus the difficulty
+    tags a tagged file may carry (`pass_rate` in [0, 1], `difficulty` one of DIFFICULTIES, as a store's
+    tagged version has them; RL selects on the first, SFT's response rule reads the second). Malformed
+    for a row the schema refuses or a tag of another value."""
+    return {**to_problem(value, "file").as_row(), **_pass_rate(value)}
 
 
-def read_problems(data: str, on_bad: Callable[[str], None] | None = None) -> tuple[list[dict], str]:
-    """Canonical rows and their dataset id from a .jsonl/.parquet file ("file:<hash>"), a store directory
-    (its current version) or `STORE#VERSION`. A malformed file row (not JSON or UTF-8, a lone surrogate,
-    nested too deep, a non-finite answer, ...: tasks.records.sources and tasks.curation.schema) is a ValueError
-    "FILE row N: why"; with `on_bad`, that one line goes to on_bad and the row is skipped instead. A file
-    row keeps its difficulty tags (`pass_rate` in [0, 1], `difficulty` one of DIFFICULTIES, as a store's
-    tagged version has them; RL selects on the first, SFT's response rule reads the second) when it has
-    them; any other value makes the row malformed."""
+def benchmark_problem(value: Any) -> dict:
+    """A benchmark row as a canonical row: the canonical layout's names or their aliases (layouts.py), the
+    schema's checks (a benchmark row must be gradable). Malformed otherwise."""
+    return to_problem(apply_layout(value, "canonical"), "benchmark").as_row()
+
+
+def read_problems(data: str, on_bad: OnBad | None = None) -> tuple[list[dict], str]:
+    """Canonical rows and their dataset id: a store directory's current version or `STORE#VERSION` (its
+    version id), else a .jsonl/.parquet file (`file_problem` rows, id "file:<hash>"). A bad file row stops
+    the read with one line "FILE row N: why" (tasks.records.reader.BadRowError, a ValueError); with
+    `on_bad`, it goes there as a BadRow and is skipped."""
     ref = data_ref(data)
     if ref is not None:
-        return read_store_problems(ref.store, ref.version)
-    rows = []
-    for raw in read_source(data):
-        if raw.error == "blank line":  # not a row (as in `klear verify`)
-            continue
-        why = raw.error
-        if why is None:
-            try:
-                rows.append({**to_problem(raw.value, "file").as_row(), **_pass_rate(raw.value)})
-            except Malformed as e:
-                why = str(e)
-            except (RecursionError, UnicodeError) as e:  # a value no reader check foresaw
-                why = f"unusable row ({type(e).__name__})"
-        if why is not None:
-            if on_bad is None:
-                raise ValueError(f"{data} row {raw.row}: {why}")
-            on_bad(f"{data} row {raw.row}: {why}")
+        pinned = DatasetRef(ref.store, store_version(ref))  # read the version named now, whatever is published next
+        return [r.value for r in read_records(pinned)], pinned.version
+    rows = [r.value for r in read_records(data, file_problem, on_bad)]
     return rows, "file:" + hash_file(data)[:16]
 
 

@@ -23,10 +23,12 @@ from tasks.curation.cutoff import after_cutoff, is_undated
 from tasks.curation.decontaminate import DecontamConfig
 from tasks.curation.ingest import Sources
 from tasks.curation.layouts import apply_layout
+from tasks.curation.malformed import Malformed
 from tasks.curation.near_dedup import NearDedupConfig
 from tasks.curation.source_quality import top_sources
-from tasks.records.sources import SourceError, read_source
-from tasks.progress import StepProgress
+from tasks.records.reader import read_records, warn_skipped
+from tasks.records.sources import SourceError
+from tasks.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class Run:
     def out(self, name: str) -> Path:
         return self.ws.root / f"{name}.parquet"
 
-    def ticker(self, report: StepProgress):
+    def ticker(self, report: Progress):
         """A callback that adds each part's rows to the step's `report` (rows done: `ticked`), short of the
         last row: the step's last line, with its figures, says it is done."""
 
@@ -85,7 +87,7 @@ class Step:
     def applies(self, config: CurateConfig) -> bool:
         return True
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         raise NotImplementedError
 
     def figures(self, run: Run) -> dict[str, float]:
@@ -115,7 +117,7 @@ class TopSources(Step):
     def applies(self, config: CurateConfig) -> bool:
         return config.top_sources is not None and config.top_sources < len(config.sources)
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         k, scores = run.config.top_sources, run.sources.scores()
         chosen = set(top_sources(scores, k))
         out = run.out(self.reason)
@@ -151,7 +153,7 @@ class Cutoff(Step):
     def applies(self, config: CurateConfig) -> bool:
         return bool(config.cutoff_date)
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         c, files = run.config, run.parts.files
         outs = [run.ws.dir(self.reason) / Path(f).name for f in files]
         args = [(f, s, c.cutoff_date, c.undated, str(o)) for f, s, o in zip(files, run.skip(), outs)]
@@ -188,7 +190,7 @@ class ExactDedup(Step):
 
     name, reason = "exact-dedup", "duplicate"
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         pairs = oc.exact_duplicates(run.ws, f"(SELECT {ORD}, id AS key FROM {run.live_sql()})")
         return [duplicate_drops(run, pairs, self.reason)]
 
@@ -198,7 +200,7 @@ class NearDedup(Step):
 
     name, reason = "near-dedup", "near_duplicate"
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         c = run.config
         config = NearDedupConfig(threshold=c.near_dup_threshold, num_perm=c.near_dup_num_perm,
                                  shingle_size=c.near_dup_shingle, seed=c.seed, workers=run.ws.config.threads)
@@ -217,10 +219,14 @@ class Benchmark:
     rows: list[int] = field(default_factory=list)
 
 
-def _benchmark_problem(raw) -> dict | None:
-    """A benchmark row as a canonical row with a non-blank problem, or None."""
-    v = apply_layout(raw.value, "canonical") if raw.error is None else None
-    return v if isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip() else None
+def benchmark_text(value: Any) -> tuple[str, Any]:
+    """A benchmark row's problem text and tests (canonical layout: the schema's names or their aliases; the
+    tests in any form the tests parser reads). Only a problem is needed to decontaminate against, so a row
+    with one is used whatever its other fields hold; Malformed when it has none."""
+    v = apply_layout(value, "canonical")
+    if not (isinstance(v, dict) and isinstance(v.get("problem"), str) and v["problem"].strip()):
+        raise Malformed("no problem text")
+    return v["problem"], v.get("tests")
 
 
 def _no_problem(path: str, name: str) -> SourceError:
@@ -229,30 +235,24 @@ def _no_problem(path: str, name: str) -> SourceError:
 
 def check_benchmarks(benchmarks: dict[str, str]) -> None:
     """SourceError for a benchmark with no usable problem, read only up to its first usable row: the
-    check a command runs before any curation work."""
+    check a command runs before any curation work (the rows it passes are reported when the step reads
+    the benchmark)."""
     for name, path in benchmarks.items():
-        if not any(_benchmark_problem(raw) for raw in read_source(path)):
+        if next(read_records(path, benchmark_text, on_bad=lambda bad: None), None) is None:
             raise _no_problem(path, name)
 
 
 def load_benchmark_rows(benchmarks: dict[str, str]) -> dict[str, Benchmark]:
-    """Benchmark rows by name (canonical layout; a code benchmark's rows may carry `tests`, any form the
-    tests parser reads). Unparsable benchmark rows are skipped with a warning; a benchmark with no usable
-    problem is an error (decontaminating against nothing would be silent)."""
+    """Benchmark rows by name (`benchmark_text`). A bad row is skipped with a warning naming its file and
+    row (tasks/records/reader.py); a benchmark with no usable problem is an error (decontaminating against
+    nothing would be silent)."""
     out = {}
     for name, path in benchmarks.items():
-        probs, bad = Benchmark(), []
-        for raw in read_source(path):
-            v = _benchmark_problem(raw)
-            if v is not None:
-                probs.problems.append(v["problem"])
-                probs.tests.append(v.get("tests"))
-                probs.rows.append(raw.row)
-            else:
-                bad.append(f"row {raw.row}: {raw.error or 'no problem'}")
-        if bad:
-            log.warning("benchmark %s (%s): skipped %d rows without a usable problem (%s%s)", name, path,
-                        len(bad), "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "")
+        probs = Benchmark()
+        for r in read_records(path, benchmark_text, on_bad=warn_skipped(log, f"benchmark {name}")):
+            probs.problems.append(r.value[0])
+            probs.tests.append(r.value[1])
+            probs.rows.append(r.row)
         if not probs.problems:
             raise _no_problem(path, name)
         out[name] = probs
@@ -287,7 +287,7 @@ class Decontaminate(Step):
     def applies(self, config: CurateConfig) -> bool:
         return bool(config.benchmarks)
 
-    def drops(self, run: Run, report: StepProgress) -> list[Path]:
+    def drops(self, run: Run, report: Progress) -> list[Path]:
         c, ws = run.config, run.ws
         bench = load_benchmark_rows(c.benchmarks)
         text_hits = oc.contaminated(ws, run.parts, run.drops, {n: b.problems for n, b in bench.items()},

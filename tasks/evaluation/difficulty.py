@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from typing import Callable
 
 import pyarrow as pa
 
@@ -33,7 +32,7 @@ from tasks.evaluation.evaluate import sample_and_grade
 from tasks.generation.base import chat_prompt, describe_too_long, fit_prompts
 from tasks.generation.sampling import problem_seeds
 from tasks.generation.select import make_generator
-from tasks.progress import StepProgress
+from tasks.progress import Feed, StepProgress
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ def difficulty_version_id(parent: str, model_id: str, cfg: DifficultyConfig) -> 
 
 def build_difficulty_version(store_root: str | None, model_dir: str, cfg: DifficultyConfig,
                              parent: str | None = None, generator=None,
-                             feed: Callable[[str], None] | None = None, nproc: int = 1) -> DatasetVersion:
+                             feed: Feed | None = None, nproc: int = 1) -> DatasetVersion:
     """`feed` gets the progress lines (problems done, samples, correct so far) at most every few seconds
     (tasks/progress.py StepProgress), as stderr does. `nproc` > 1: that many worker processes (module
     docstring); not with a `generator`."""

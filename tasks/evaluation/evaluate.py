@@ -16,11 +16,12 @@ and pass@k (metrics.py) and reported: `infra` samples, and `infra_problems` whos
 (left out of both averages)."""
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass, field
-from typing import Callable
 
-from tasks.curation.layouts import apply_layout
-from tasks.curation.schema import Malformed, to_problem
+from storage import paths
+from tasks.curation.problems import benchmark_problem
 from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
 from tasks.generation.base import PromptTooLong, SamplingParams, accepts, chat_prompt, fit_prompts, prompt_budget
@@ -28,8 +29,8 @@ from tasks.generation.sampling import problem_seeds
 from tasks.generation.select import make_generator
 from tasks.grading.batch import grade_samples
 from tasks.models.checks import context_length
-from tasks.progress import StepProgress
-from tasks.records.sources import read_source
+from tasks.progress import Feed, Progress, StepProgress
+from tasks.records.reader import read_records
 
 
 @dataclass
@@ -51,18 +52,46 @@ class EvalResult:
 
 
 def load_benchmark(path: str) -> list[dict]:
-    """Canonical rows of a benchmark file; a malformed row is an error naming the file and row."""
-    rows = []
-    for raw in read_source(path):
-        if raw.error:
-            raise ValueError(f"{path} row {raw.row}: {raw.error}")
-        try:
-            rows.append(to_problem(apply_layout(raw.value, "canonical"), "benchmark").as_row())
-        except Malformed as e:
-            raise ValueError(f"{path} row {raw.row}: {e}") from None
-    if not rows:
-        raise ValueError(f"{path}: benchmark has no rows")
-    return rows
+    """Canonical rows of a benchmark file (tasks/curation/problems.py benchmark_problem). A bad row stops the
+    read: one line naming the file and row (tasks/records/reader.py), since a held-out set with a row left
+    out would give another benchmark's number; so does a file with no rows.
+
+    Read once per process while the file is unchanged: the CLI's checks, the prompt-length check and the
+    evaluation of one `klear eval` (and RL's held-out evaluations, run after run) share the one read. A
+    local file is known by its device, inode, size and modification time; other paths are read each time."""
+    key = _file_key(path)
+    with _READ_LOCK:
+        rows = _READ.get(key) if key is not None else None
+    if rows is None:
+        rows = [r.value for r in read_records(path, benchmark_problem)]
+        if not rows:
+            raise ValueError(f"{path}: benchmark has no rows")
+        if key is not None:
+            _keep(key, rows)
+    return [dict(r) for r in rows]  # the caller's own copies: the kept ones stay as read
+
+
+KEEP_READ = 8  # benchmark files whose rows stay in memory (held-out sets: small)
+_READ: dict[tuple, list[dict]] = {}
+_READ_LOCK = threading.Lock()  # Prefect runs tasks in threads of one process
+
+
+def _keep(key: tuple, rows: list[dict]) -> None:
+    with _READ_LOCK:
+        if len(_READ) >= KEEP_READ:
+            del _READ[next(iter(_READ))]  # the oldest
+        _READ[key] = rows
+
+
+def _file_key(path: str) -> tuple | None:
+    """What tells one local file's content from another's without reading it; None for other paths."""
+    if path.startswith("hf:") or not paths.is_local(path):
+        return None
+    try:
+        st = os.stat(path.removeprefix("file://"))
+    except OSError:
+        return None  # the reader says what is wrong with it
+    return path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def require_fit(path: str, tok, context_length: int | None, prompts: list[str], max_tokens: int) -> None:
@@ -92,12 +121,13 @@ GRADE_CHUNK = 64  # samples per grading call (and progress line) when the genera
 
 
 def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: SamplingParams, graders: dict,
-                     report=None, seeds: list[int] | None = None) -> tuple[list[list[str]], list[list]]:
+                     progress: Progress | None = None,
+                     seeds: list[int] | None = None) -> tuple[list[list[str]], list[list]]:
     """The texts of `params.n` samples per problem and their grades — exactly gen.generate(prompts,
     params, seeds=seeds)'s completions (`seeds`, one per problem, go to a generator that takes them),
     graded batch by batch as the generator finishes them when its `generate` takes
     `on_batch(start, completions)`, else after it returns, in chunks of about GRADE_CHUNK samples.
-    `report` (a tasks.progress.StepProgress) counts problems done, samples and correct so far, and
+    `progress` (tasks/progress.py) counts problems done, samples and correct so far, and
     generated tokens for the rate; it is told `0/n` first, so a run says what it does before it generates
     (and, from a generator that hands everything over at the end, `0/n generated S` when it has)."""
     samples: list[list[str]] = [[] for _ in rows]
@@ -111,20 +141,20 @@ def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: Sampling
         tally["done"] += len(texts)
         tally["samples"] += sum(map(len, texts))
         tally["correct"] += sum(g.correct for gs in graded for g in gs if not g.infra)
-        if report is not None:
+        if progress is not None:
             tokens = 0 if counted else sum(len(c.token_ids) for cs in completions for c in cs)
-            report.update(tally["done"], len(rows), tokens=tokens, samples=tally["samples"], correct=tally["correct"])
+            progress.update(tally["done"], len(rows), tokens=tokens, samples=tally["samples"], correct=tally["correct"])
 
-    if report is not None:
-        report.update(0, len(rows))
+    if progress is not None:
+        progress.update(0, len(rows))
     kw = {"seeds": seeds} if seeds is not None and accepts(gen.generate, "seeds") else {}
     if accepts(gen.generate, "on_batch"):
         gen.generate(prompts, params, on_batch=take, **kw)
     else:
         completions = gen.generate(prompts, params, **kw)
-        if report is not None:  # generation is over: its tokens and rate now, grading's progress next
-            report.update(0, len(rows), tokens=sum(len(c.token_ids) for cs in completions for c in cs),
-                          generated=sum(map(len, completions)))
+        if progress is not None:  # generation is over: its tokens and rate now, grading's progress next
+            progress.update(0, len(rows), tokens=sum(len(c.token_ids) for cs in completions for c in cs),
+                            generated=sum(map(len, completions)))
         chunk = max(1, GRADE_CHUNK // max(1, params.n))
         for start in range(0, len(completions), chunk):
             take(start, completions[start:start + chunk], counted=True)
@@ -132,7 +162,7 @@ def sample_and_grade(gen, rows: list[dict], prompts: list[str], params: Sampling
 
 
 def evaluate(model_dir: str, name: str, path: str, cfg: EvalConfig, generator=None, graders=None,
-             feed: Callable[[str], None] | None = None, progress_mode: str | None = None,
+             feed: Feed | None = None, progress_mode: str | None = None,
              nproc: int = 1) -> EvalResult:
     """`generator`: an engine to sample with (left open); without one, an engine of `cfg.backend` over
     `model_dir` is built and closed here, or with `nproc` > 1 one per worker process. `feed` and

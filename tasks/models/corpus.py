@@ -1,34 +1,34 @@
 """Text for training a tokenizer: every string field of every row of the given sources, or the problems
-and responses of a canonical file / store (`klear model init --corpus`). A row that cannot be read is
-skipped and reported (a logged line naming file and row), never the end of the run."""
+and responses of a canonical file / store (`klear model init --corpus`). Rows are read by the one reader
+(tasks/records/reader.py) under its bad-row rule, skipping: a row that cannot be used is left out and
+reported (a line naming file and row), never the end of the run."""
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from typing import Any, Iterable
 
-from tasks.curation.problems import read_problems
-from tasks.records.sources import read_source
+from storage.refs import data_ref
+from tasks.curation.problems import file_problem
+from tasks.records.reader import OnBad, read_records, warn_skipped
 
 log = logging.getLogger(__name__)
 
 
+def string_fields(value: Any) -> list[str]:
+    """The string values of a row object, in field order; ValueError for a row that is not an object."""
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object (got {type(value).__name__})")
+    return [v for v in value.values() if isinstance(v, str)]
+
+
 def source_texts(paths: Iterable[str]) -> list[str]:
-    texts, bad = [], []
-    for p in paths:
-        for raw in read_source(str(p)):
-            if raw.error:
-                if raw.error != "blank line":
-                    bad.append(f"{p} row {raw.row}: {raw.error}")
-            elif isinstance(raw.value, dict):
-                texts.extend(v for v in raw.value.values() if isinstance(v, str))
-    for line in bad:
-        log.warning("tokenizer corpus: skipped %s", line)
-    return texts
+    """Every string field of every row of the sources; a bad row is skipped with a logged warning."""
+    skip = warn_skipped(log, "tokenizer corpus")
+    return [text for p in paths for r in read_records(str(p), string_fields, skip) for text in r.value]
 
 
-def corpus_texts(data: str, on_bad: Callable[[str], None] | None = None) -> list[str]:
+def corpus_texts(data: str, on_bad: OnBad | None = None) -> list[str]:
     """Problem + response of each canonical row with a response (the SFT rows) of a .jsonl/.parquet file,
     store or `STORE#VERSION`; bad file rows go to `on_bad` (default: a logged warning) and are skipped."""
-    report = on_bad or (lambda line: log.warning("tokenizer corpus: skipped %s", line))
-    rows, _ = read_problems(data, report)
-    return [r["problem"] + "\n" + (r.get("response") or "") for r in rows if r.get("response")]
+    rows = read_records(data_ref(data) or data, file_problem, on_bad or warn_skipped(log, "tokenizer corpus"))
+    return [r.value["problem"] + "\n" + r.value["response"] for r in rows if r.value.get("response")]

@@ -1,6 +1,6 @@
 """Rows in and results out: `.jsonl` or `.parquet` (local paths or fsspec URLs; `hf:` for input).
 
-Input is read with the record readers (tasks/records/sources.py), so a line that is not JSON becomes a
+Input is read by the one reader of rows (tasks/records/reader.py), so a line that is not JSON becomes a
 row carrying its `_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
 `details` is a JSON string column (its keys differ from row to row); in JSONL it is an object.
 A result that cannot be written as is (a lone surrogate in a string, which no UTF-8 file can hold) is
@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import paths
-from tasks.records.sources import SourceError, check_embedded_json, read_source, source_kind
+from tasks.records.reader import BadRow, read_records
+from tasks.records.sources import SourceError, check_embedded_json, source_kind
 
 OUTPUT_KINDS = ("jsonl", "parquet")
 
@@ -48,25 +49,29 @@ def same_file(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
 
+def _submission(value: Any) -> dict:
+    """An input row as judged: an object whose `tests`, when it is JSON text, holds nothing the readers
+    refuse (a lone surrogate escape, nesting too deep: sources.py); ValueError saying why not."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, got {type(value).__name__}")
+    why = check_embedded_json(value["tests"]) if isinstance(value.get("tests"), str) else None
+    if why:
+        raise ValueError(f"tests: {why}")
+    return value
+
+
 def read_rows(path: str) -> list[dict]:
-    """Every row of the input, in order; an unreadable row (not UTF-8 or JSON, a lone surrogate, nested
-    too deep, also inside a `tests` JSON string; see tasks.records.sources) is
-    {"id": None, "_error": "PATH line N: why"}."""
+    """Every row of the input, in order (tasks/records/reader.py). A bad row (not UTF-8 or JSON, a lone
+    surrogate, nested too deep, not an object, a bad `tests` string: `_submission`) is kept in its place as
+    {"id": None, "_error": "PATH line N: why"}, judged as a bad row: every input line gets its result."""
+    rows: list[dict] = []
+
+    def in_place(bad: BadRow) -> None:  # called before the rows after it are read: order holds
+        rows.append({"id": None, "_error": f"{bad.source} line {bad.row}: {bad.reason}"})
+
     try:
-        rows = []
-        for raw in read_source(path):
-            if raw.error == "blank line":
-                continue
-            if raw.error:
-                rows.append({"id": None, "_error": f"{path} line {raw.row}: {raw.error}"})
-            elif not isinstance(raw.value, dict):
-                rows.append({"id": None, "_error": f"{path} line {raw.row}: expected an object, "
-                                                   f"got {type(raw.value).__name__}"})
-            else:
-                why = (check_embedded_json(raw.value["tests"]) if isinstance(raw.value.get("tests"), str)
-                       else None)
-                rows.append({"id": None, "_error": f"{path} line {raw.row}: tests: {why}"} if why
-                            else raw.value)
+        for r in read_records(path, _submission, on_bad=in_place):
+            rows.append(r.value)
         return rows
     except SourceError as exc:
         raise VerifyIOError(str(exc)) from None

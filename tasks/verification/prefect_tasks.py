@@ -8,7 +8,6 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from tasks.prefect_tasks import progress_feed
-from tasks.progress import StepProgress
 from tasks.verification.verify import VerifyConfig
 from tasks.verification.verify_dataset import build_validated_version
 
@@ -17,17 +16,8 @@ from tasks.verification.verify_dataset import build_validated_version
 def validate_code_task(store_root: str | None, parent: str, min_tests: int, workers: int = 2,
                        dask_address: str | None = None, strength=None) -> dict:
     logger = get_run_logger()
-    report = StepProgress("verify code", unit="problems", rate_unit="problems/s",
-                          feed=progress_feed("verify-progress", f"validating code problems of {parent}"))
-    reported = 0
-
-    def progress(done: int, total: int) -> None:
-        nonlocal reported
-        report.update(done, total, tokens=done - reported)
-        reported = done
-
     cfg = VerifyConfig(workers=workers, dask_address=dask_address)
-    with report:
-        version = build_validated_version(store_root, parent, min_tests, cfg, progress=progress, strength=strength)
+    version = build_validated_version(store_root, parent, min_tests, cfg, strength=strength,
+                                      feed=progress_feed("verify-progress", f"validating code problems of {parent}"))
     logger.info("validated %s → %s: %s", parent, version.id, version.counts)
     return asdict(version)

@@ -72,12 +72,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.compare import compare_stdout, decode_value, values_equal
 from sandbox.testcases import STDIO, count_tests, parse_test_suite
 from sandbox.verdicts import ACCEPTED, SANDBOX_ERROR, SKIPPED, TIMEOUT, WRONG_ANSWER
 from tasks.config_checks import ConfigError, check_float, check_int
+from tasks.progress import Progress, Shifted
 from tasks.verification.mutants import Mutant, generate_mutants, reference_text
 from tasks.verification.probes import derive_probes
 from tasks.verification.verify import VerifyConfig, verify_rows
@@ -315,7 +316,8 @@ def _split(result: dict, programs: int, probes: int) -> list[dict]:
 
 
 class _Runs:
-    """verify_rows calls with one running progress count across the passes."""
+    """verify_rows calls with one running progress count across the passes (each pass `Shifted` by the rows
+    of the passes before it)."""
 
     def __init__(self, base, progress):
         self.base, self.progress, self.done = base, progress, 0
@@ -323,8 +325,7 @@ class _Runs:
     def __call__(self, rows: list[dict], judge) -> list[dict]:
         if not rows:
             return []
-        done, progress = self.done, self.progress
-        staged = (lambda d, t: progress(done + d, done + t)) if progress else None
+        staged = Shifted(self.progress, self.done) if self.progress is not None else None
         results = verify_rows(rows, dataclasses.replace(self.base, judge=judge), progress=staged)
         self.done += len(rows)
         return results
@@ -345,7 +346,7 @@ def _probes(s: Subject, config: StrengthConfig) -> dict | None:
 
 
 def score_test_strength(subjects: list[Subject], config: StrengthConfig, verify_config=None,
-                        progress: Callable[[int, int], None] | None = None) -> dict[str, Strength]:
+                        progress: Progress | None = None) -> dict[str, Strength]:
     """Strength of each subject's tests (see the module's rules); {} when scoring is off. Three sandbox
     passes, each one verify_rows call for all problems: the screen, the full suite for the mutants the
     screen let through, the probes for those the full suite let through (one job per problem, with the

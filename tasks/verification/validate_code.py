@@ -32,6 +32,7 @@ from sandbox.container import SandboxFault
 from sandbox.submission import Submission
 from sandbox.testcases import count_tests
 from tasks.grading.code_extract import extract_code
+from tasks.progress import Progress, Shifted
 from tasks.verification.strength import Strength, StrengthConfig, Subject, score_test_strength
 from tasks.verification.verify import VerifyConfig, verify_rows
 
@@ -60,10 +61,11 @@ def _slowest_cpu(result: dict) -> float:
     return max([t.get("cpu") or 0.0 for t in tests] + [0.0])
 
 
-def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=None, progress=None,
+def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=None, progress: Progress | None = None,
                            strength: StrengthConfig | None = None) -> ValidationResult:
     """`strength` None: StrengthConfig()'s defaults (scoring on); StrengthConfig(mutants=0): off. Reference
-    runs or mutant runs that still hit sandbox faults after the sandbox's retries raise SandboxFault."""
+    runs or mutant runs that still hit sandbox faults after the sandbox's retries raise SandboxFault.
+    `progress` counts the reference runs, then the mutant runs after them (tasks/progress.py)."""
     strength = strength or StrengthConfig()
     rows = problems.to_pylist()
     drops: dict[int, tuple[str, str]] = {}
@@ -95,9 +97,8 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
             drops[i] = ("invalid_tests", f"reference solution: {res['verdict']} ({res['passed']}/{res['total']} tests passed)")
     subjects = [Subject(rows[i]["id"], job["code"], job["tests"], _slowest_cpu(res))
                 for i, job, res in zip(job_rows, jobs, results) if res["verdict"] == "accepted"]
-    offset = len(jobs)
     scores = score_test_strength(subjects, strength, base,
-                                 progress=(lambda d, t: progress(offset + d, offset + t)) if progress else None)
+                                 progress=Shifted(progress, len(jobs)) if progress is not None else None)
     unjudged = sum(st.unjudged for st in scores.values())
     if unjudged:
         raise SandboxFault(f"{unjudged} mutant runs hit sandbox faults (test-strength scoring)")

@@ -15,20 +15,19 @@ import math
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable, Iterator
 
 from sandbox.config import JudgeConfig, PoolConfig
 from sandbox.image import ensure_image
 from sandbox.judge import prepare, verify_safely
 from sandbox.pool import SandboxPool
 from sandbox.verdicts import SANDBOX_ERROR, result_row
-from tasks.dask_client import connect
+from tasks.dask_client import DaskError, dask_cluster
+from tasks.progress import Progress
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[int, int], None]  # (rows done, rows total)
 
 
 class VerifyError(RuntimeError):
@@ -92,26 +91,25 @@ def _run_threads(rows, todo, config, results, tick) -> None:
             tick(1)
 
 
-def _connect(config: VerifyConfig, warm: bool):
-    """(client, cluster or None). With `warm`, a plugin warms each worker's own containers as it starts."""
-    from distributed import Client, LocalCluster  # Dask is imported only by runs that use it (≈ 0.5 s)
+@contextmanager
+def _cluster(config: VerifyConfig, warm: bool) -> Iterator[tuple]:
+    """(client, cluster or None) of one run, set up and closed by tasks/dask_client.py as curation's part
+    runner is: the scheduler at `dask_address`, else a LocalCluster of `workers`. With `warm`, a plugin warms
+    each worker's own containers as it starts."""
+    from tasks.verification.worker import SandboxPlugin  # imports distributed: only runs that use Dask
 
-    from tasks.verification.worker import SandboxPlugin
-
-    plugins = {SandboxPlugin(config.pool)} if warm else set()
-    if config.dask_address:
+    local = not config.dask_address
+    with ExitStack() as stack:
         try:
-            client = connect(config.dask_address, timeout="15s")
-        except Exception as exc:
-            raise VerifyError(f"--dask {config.dask_address}: cannot reach the scheduler ({exc})") from None
-        if warm:  # only the workers that will get sandbox tasks warm containers (see sandbox_placement)
+            client, cluster = stack.enter_context(dask_cluster(
+                config.dask_address, config.workers, threads_per_worker=config.threads_per_worker,
+                processes=config.processes, plugins=[SandboxPlugin(config.pool)] if warm and local else []))
+        except DaskError as exc:
+            raise VerifyError(str(exc)) from None
+        if warm and not local:  # only the workers that will get sandbox tasks warm containers (sandbox_placement)
             resources, _ = sandbox_placement(client.scheduler_info())
             client.register_plugin(SandboxPlugin(config.pool, resource=SANDBOX_RESOURCE if resources else None))
-        return client, None
-    cluster = LocalCluster(n_workers=config.workers, threads_per_worker=config.threads_per_worker,
-                           processes=config.processes, dashboard_address=None, silence_logs=logging.ERROR,
-                           plugins=plugins)
-    return Client(cluster), cluster
+        yield client, cluster
 
 
 def _check_image(config: VerifyConfig) -> None:
@@ -168,10 +166,9 @@ def _run_dask(rows, todo, config, results, tick) -> None:
     try:
         from distributed import as_completed  # after the pool started warming: they overlap
 
-        client, cluster = _connect(config, warm=owner is None)
-        try:
+        with _cluster(config, warm=owner is None) as (client, cluster):
             if started is not None:
-                started.result()  # no image, no engine: VerifyError (and the cluster closes below)
+                started.result()  # no image, no engine: VerifyError (and the cluster closes on the way out)
             resources, workers = (None, config.workers) if cluster else sandbox_placement(client.scheduler_info())
             per_task = max(1, min(config.chunk_size, math.ceil(len(todo) / (4 * workers))))
             chunks = _chunks(todo, per_task)
@@ -187,10 +184,6 @@ def _run_dask(rows, todo, config, results, tick) -> None:
                 for i, res in zip(chunk, out):
                     results[i] = res
                 tick(len(chunk))
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
     finally:
         if owner is not None:
             if started is not None:
@@ -203,7 +196,8 @@ def _run_dask(rows, todo, config, results, tick) -> None:
 
 def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),
                 progress: Progress | None = None) -> list[dict]:
-    """Judge every row; results in input order, exactly one per row."""
+    """Judge every row; results in input order, exactly one per row. `progress` (tasks/progress.py) gets
+    the rows done of all, and the rows each update adds as its work (a rows/s rate)."""
     if config.executor not in ("dask", "threads"):
         raise ValueError(f"executor must be 'dask' or 'threads', not {config.executor!r}")
     rows = list(rows)
@@ -213,8 +207,8 @@ def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),
     def tick(n: int) -> None:
         nonlocal done
         done += n
-        if progress:
-            progress(done, len(rows))
+        if progress is not None:
+            progress.update(done, len(rows), tokens=n)
 
     todo = []
     for i, row in enumerate(rows):  # bad rows are settled here and never reach a worker

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from storage.keys import code_version, hash_json, short_id
 from storage.store import DatasetVersion, Store
+from tasks.progress import Feed, StepProgress
 from tasks.records.schema import DROPPED_SCHEMA
 from tasks.verification.strength import StrengthConfig
 from tasks.verification.validate_code import validate_code_problems
@@ -45,8 +46,9 @@ def validation_version_id(parent: str, min_tests: int, verify_config, strength=N
 
 
 def build_validated_version(store_root: str | None, parent: str, min_tests: int, verify_config=None,
-                            progress=None, strength=None) -> DatasetVersion:
-    """`strength`: a StrengthConfig (None: its defaults, mutant scoring on)."""
+                            feed: Feed | None = None, strength=None) -> DatasetVersion:
+    """`strength`: a StrengthConfig (None: its defaults, mutant scoring on). While the sandbox validates, the
+    problems judged go to stderr and to `feed` (tasks/progress.py StepProgress `verify code`)."""
     verify_config = verify_config or VerifyConfig()
     strength = strength or StrengthConfig()
     store = Store(store_root)
@@ -54,7 +56,8 @@ def build_validated_version(store_root: str | None, parent: str, min_tests: int,
     if store.has_version(vid):
         return store.load_version(vid)
     pv = store.load_version(parent)
-    res = validate_code_problems(store.read_table(parent, "problems"), min_tests, verify_config, progress, strength)
+    with StepProgress("verify code", unit="problems", rate_unit="problems/s", feed=feed) as report:
+        res = validate_code_problems(store.read_table(parent, "problems"), min_tests, verify_config, report, strength)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     dropped = pa.concat_tables([store.read_table(parent, "dropped").cast(DROPPED_SCHEMA),
                                 pa.Table.from_pylist(res.dropped, schema=DROPPED_SCHEMA)])

@@ -1,5 +1,5 @@
 """Curation reports each step's rows as it goes: plain lines on stderr off a terminal, and the same lines
-to the `progress` callback (the Prefect wrapper's run log and artifact) with the fraction of the whole run."""
+to the run's `feed` (the Prefect wrapper's run log and artifact) with the fraction of the whole run."""
 import re
 
 from tasks.curation.config import CurateConfig
@@ -14,7 +14,7 @@ def test_every_step_reports_its_rows_with_the_fraction_of_the_whole_run(tmp_path
     lines: list[ProgressLine] = []
     result = curate(CurateConfig(sources=[{"name": "a", "path": str(files["a"])},
                                           {"name": "b", "path": str(files["b"])}],
-                                 benchmarks={"bench": str(files["bench"])}), progress=lines.append)
+                                 benchmarks={"bench": str(files["bench"])}), feed=lines.append)
     assert lines[0].startswith("curate memory limit ") and lines[0].fraction is None  # the run's one memory line
     steps = [re.match(r"curate (\S+(?: [ab])?) rows", l).group(1) for l in lines[1:]]
     assert list(dict.fromkeys(steps)) == ["read a", "read b", "exact-dedup", "near-dedup", "decontaminate", "write"]

@@ -14,6 +14,7 @@ import pytest
 from tasks.curation import memory
 from tasks.curation import near_dedup as nd
 from tasks.curation import out_of_core as oc
+from tasks.dask_client import DaskError
 from tasks.curation.decontaminate import DecontamConfig, find_contamination
 from tasks.curation.exact_dedup import exact_duplicate_of
 
@@ -125,6 +126,6 @@ def test_dask_workers_give_the_same_results(corpus, in_memory):
 
 
 def test_unreachable_scheduler_is_one_clear_error():
-    with pytest.raises(oc.DaskError, match=r"--dask tcp://127.0.0.1:1: cannot reach the scheduler \(connection refused by 127.0.0.1:1\)"):
+    with pytest.raises(DaskError, match=r"--dask tcp://127.0.0.1:1: cannot reach the scheduler \(connection refused by 127.0.0.1:1\)"):
         with oc.part_runner("tcp://127.0.0.1:1", connect_timeout="1s"):
             pass

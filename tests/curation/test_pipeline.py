@@ -204,8 +204,8 @@ def test_the_run_says_its_memory_limit_in_one_line(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("KLEAR_PROGRESS", "plain")
     files = write_corpus(tmp_path)
     lines = []
-    curate(_config(files), progress=lines.append)
+    curate(_config(files), feed=lines.append)
     assert lines[0].startswith("curate memory limit ") and "automatic: 1/4 of " in lines[0], lines[0]
-    curate(_config(files, memory_limit="300MB"), progress=lines.append)
+    curate(_config(files, memory_limit="300MB"), feed=lines.append)
     assert [x for x in lines if x.startswith("curate memory limit")][1] == "curate memory limit 0.3 GiB (--memory-limit)"
     assert sum(x.startswith("curate memory limit") for x in capsys.readouterr().err.splitlines()) == 2

@@ -52,7 +52,7 @@ def test_a_bad_file_row_is_named_by_file_and_row(tmp_path, line, why):
     assert str(exc.value).startswith(f"{f} row 2: ") and why in str(exc.value) and "\n" not in str(exc.value)
     bad = []  # with on_bad: reported and skipped, the rest read
     rows, _ = read_problems(str(f), on_bad=bad.append)
-    assert [r["problem"] for r in rows] == ["1+1?", "2+2?"] and len(bad) == 1 and bad[0] == str(exc.value)
+    assert [r["problem"] for r in rows] == ["1+1?", "2+2?"] and len(bad) == 1 and str(bad[0]) == str(exc.value)
 
 
 def test_bare_cr_inside_a_line_keeps_it_one_row(tmp_path):

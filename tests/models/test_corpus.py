@@ -17,7 +17,7 @@ def test_corpus_texts_skip_and_report_bad_rows(tmp_path):
     f = _file(tmp_path)
     bad = []
     assert corpus_texts(str(f), on_bad=bad.append) == ["1+1?\n2", "3+4?\n7"]
-    assert [b.split(": ", 1)[0] for b in bad] == [f"{f} row 2", f"{f} row 3"]
+    assert [str(b).split(": ", 1)[0] for b in bad] == [f"{f} row 2", f"{f} row 3"]
 
 
 def test_source_texts_skip_and_log_bad_rows(tmp_path, caplog):

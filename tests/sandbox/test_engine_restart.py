@@ -92,7 +92,11 @@ def test_engine_restart_mid_run(dockerd):
             progress.fired = True
             threading.Thread(target=restart).start()
 
-    out = verify_rows(rows, VerifyConfig(executor="threads", workers=2), progress=progress)
+    class OnUpdate:  # a tasks.progress.Progress
+        def update(self, done, total, tokens=0, **figures):
+            progress(done, total)
+
+    out = verify_rows(rows, VerifyConfig(executor="threads", workers=2), progress=OnUpdate())
     assert restarted.wait(60)
     assert [r["id"] for r in out] == list(range(30))
     assert [r["verdict"] for r in out] == ["accepted"] * 30, [r["details"] for r in out if r["verdict"] != "accepted"]

@@ -51,6 +51,7 @@ def test_verify_end_to_end(rows_file, tmp_path):
     r = klear("verify", str(rows_file), "--out", str(out), "--workers", "1")
     assert r.returncode == 0, r.stderr
     assert "4 rows: " in r.stdout
+    assert "verify rows 4/4 rows/s " in r.stderr  # the stages' progress line (tasks/progress.py), not a bar
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(x["id"], x["verdict"]) for x in results] == [
         ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "invalid_tests"), (None, "sandbox_error")]

@@ -2,6 +2,7 @@
 judge keeps. Docker: hostile problems through the real sandbox, one behaviour per test, and the verify
 stage's dataset version (rows in = kept + dropped)."""
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -322,7 +323,10 @@ def test_weak_tests_drop_keeps_rows_in_equal_kept_plus_dropped(verify_config, tm
     from tasks.verification.verify_dataset import build_validated_version
 
     parent = _parent(str(tmp_path))
-    v = build_validated_version(str(tmp_path), parent, 1, verify_config, strength=StrengthConfig())
+    lines = []  # the stage's progress: reference runs, then mutant runs counted on in one line
+    v = build_validated_version(str(tmp_path), parent, 1, verify_config, feed=lines.append, strength=StrengthConfig())
+    assert lines[0] == "verify code problems 0/3" and lines[-1].fraction == 1.0
+    assert re.match(r"verify code problems (\d+)/\1 problems/s [\d,]+ done in ", lines[-1]), lines
     store = Store(str(tmp_path))
     problems, dropped = store.read_table(v.id, "problems"), store.read_table(v.id, "dropped")
     assert v.rows_in == problems.num_rows + dropped.num_rows == v.rows_kept + v.rows_dropped == 5

@@ -2,6 +2,7 @@
 import os
 import signal
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -10,6 +11,16 @@ import tasks.verification.verify as verify_mod
 from sandbox.verdicts import result_row
 from tasks.verification import VerifyConfig, verify_rows
 from tests.polling import gone_within
+
+
+class Updates:
+    """A tasks.progress.Progress that hands each update's (done, total) to `fn`."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def update(self, step, total, tokens=0, **figures):
+        self.fn(step, total)
 
 
 class FakePool:
@@ -36,7 +47,7 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
     rows = [dict(ok, id=i) for i in range(20)] + [dict(ok, id="boom"), {"id": None, "_error": "in.jsonl line 9: not JSON"},
                                                   {"id": "no-tests", "code": "x"}]
     seen = []
-    out = verify_rows(rows, VerifyConfig(executor="threads", workers=3), progress=lambda d, t: seen.append((d, t)))
+    out = verify_rows(rows, VerifyConfig(executor="threads", workers=3), progress=Updates(lambda d, t: seen.append((d, t))))
     assert [r["id"] for r in out] == list(range(20)) + ["boom", None, "no-tests"]
     assert out[20]["verdict"] == "sandbox_error" and "judge bug" in out[20]["details"]["reason"]
     assert out[21]["verdict"] == "sandbox_error" and "line 9" in out[21]["details"]["reason"]
@@ -143,7 +154,7 @@ def test_threads_local_cluster_gives_each_worker_a_container():
     mine = lambda: [c for c in labelled(client) if c.labels.get(OWNER_LABEL) == owner_id()]  # noqa: E731
     seen = []
     rows = [dict(r, code="import time\ntime.sleep(0.05)\n" + r["code"]) for r in mixed_rows(24)]
-    out = verify_rows(rows, VerifyConfig(workers=2), progress=lambda done, total: seen.append(len(mine())))
+    out = verify_rows(rows, VerifyConfig(workers=2), progress=Updates(lambda done, total: seen.append(len(mine()))))
     assert [r["verdict"] for r in out] == [expected_verdict(i) for i in range(24)]
     assert max(seen) == 2
     assert mine() == []  # verify_rows closed the run's pool, and close() returns once its containers are gone
@@ -156,12 +167,13 @@ def test_dask_worker_killed_mid_run_every_row_once():
         pytest.skip("no Docker engine")
     rows = [dict(r, code="import time\ntime.sleep(0.1)\n" + r["code"]) for r in mixed_rows(60)]
     killed = []
-    real_connect = verify_mod._connect
+    real_cluster = verify_mod._cluster
 
-    def connect(config, **kw):  # keep a handle on the client to find a worker's pid
-        client, cluster = real_connect(config, **kw)
-        killed.append(client)
-        return client, cluster
+    @contextmanager
+    def cluster(config, **kw):  # keep a handle on the client to find a worker's pid
+        with real_cluster(config, **kw) as (client, local):
+            killed.append(client)
+            yield client, local
 
     def progress(done, total):
         if done >= 12 and len(killed) == 1:
@@ -170,11 +182,11 @@ def test_dask_worker_killed_mid_run_every_row_once():
             os.kill(victim, signal.SIGKILL)  # a worker process this test's LocalCluster started
             killed.append(victim)
 
-    verify_mod._connect = connect
+    verify_mod._cluster = cluster
     try:
-        out = verify_rows(rows, VerifyConfig(workers=2, processes=True, chunk_size=4), progress=progress)
+        out = verify_rows(rows, VerifyConfig(workers=2, processes=True, chunk_size=4), progress=Updates(progress))
     finally:
-        verify_mod._connect = real_connect
+        verify_mod._cluster = real_cluster
     assert len(killed) == 2, "the worker was not killed mid-run"
     assert [r["id"] for r in out] == [f"r{i}" for i in range(60)]  # every row, once, in order
     assert [r["verdict"] for r in out] == [expected_verdict(i) for i in range(60)]
