@@ -1,8 +1,10 @@
 """The verify stage as a dataset version: parent (curated) version → code problems validated in the
 sandbox → a child version whose `problems` lack the failures, whose `dropped` adds them (so rows in =
 kept + dropped still holds against the original inputs) and which carries a `verifications` table.
-Content-addressed on (parent version, min_tests, judge settings, test-strength settings, code version), so
-changing a mutant-scoring setting reruns the stage.
+Content-addressed on (parent version, min_tests, judge settings, test-strength settings, VERIFY_RULES), so
+changing a mutant-scoring setting reruns the stage. VERIFY_RULES is declared, not a hash of the code, for
+the reason tasks/curation/versioning.py gives; tests/verification/test_rules_version.py pins the demo's
+verified version id and output.
 
 `verifications` columns: dataset, problem_id, verdict, passed, total, reward, details (the reference's run),
 created, then (added after them, so existing columns keep their place) the mutant scoring of tasks/verification/strength.py, null where a problem was not scored (too few
@@ -19,7 +21,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from storage.keys import code_version, hash_json, short_id
+from storage.keys import hash_json, short_id
 from storage.store import DatasetVersion, Store
 from tasks.progress import Feed, StepProgress
 from tasks.records.schema import DROPPED_SCHEMA
@@ -27,7 +29,9 @@ from tasks.verification.strength import StrengthConfig
 from tasks.verification.validate_code import validate_code_problems
 from tasks.verification.verify import VerifyConfig
 
-CODE_PACKAGES = ("tasks.verification", "tasks.grading", "tasks.records", "sandbox", "storage")
+# Bump when a change to verification, the sandbox, grading, the row reader or the store changes which code
+# problems are kept, a verdict, a count or a drop reason (module docstring).
+VERIFY_RULES = "2026-12-03"
 
 
 VERIFICATIONS_SCHEMA = pa.schema([
@@ -42,7 +46,7 @@ def validation_version_id(parent: str, min_tests: int, verify_config, strength=N
     strength = strength or StrengthConfig()
     scoring = dataclasses.asdict(strength) if strength.enabled else {"mutants": 0}  # off: the rest is moot
     return short_id("ds", hash_json({"parent": parent, "stage": "verify", "min_tests": min_tests,
-                                     "judge": judge, "strength": scoring, "code": code_version(CODE_PACKAGES)}))
+                                     "judge": judge, "strength": scoring, "rules": VERIFY_RULES}))
 
 
 def build_validated_version(store_root: str | None, parent: str, min_tests: int, verify_config=None,

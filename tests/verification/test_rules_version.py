@@ -1,0 +1,53 @@
+"""The verified version id carries VERIFY_RULES, not a hash of the code (tasks/verification/verify_dataset.py):
+a refactor keeps ids (and the SFT and RL stages cached on them), a change of output must bump the rules
+version. Verifying the demo data's code problems must give exactly this id and this output. If a change
+fails here:
+- the output is meant to change: bump VERIFY_RULES and put the new figures here, in the same commit;
+- it is not: the change altered a verdict, a count or which problems are kept: fix the change."""
+import json
+from hashlib import sha256
+
+import pytest
+
+from storage.store import Store
+from tasks.curation.config import CurateConfig
+from tasks.curation.dataset import build_curated_version, plan_curation
+from tasks.curation.demo_data import write_demo_sources
+from tasks.verification.verify_dataset import VERIFY_RULES, build_validated_version
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# verification output that depends on the run, not on the rules: when it ran, its own version id, how long
+VOLATILE = {"created", "dataset", "details"}
+
+GOLDEN = {  # rules version → (verified version id, sha256 of kept, dropped and verification rows)
+    "2026-12-03": ("ds-585df6cf5d09d2d1", "d34375f473c02f61934091d6585070ed4b9dd7dbcb512f89dc7237a17a907df3"),
+}
+
+
+def _rows_hash(store: Store, version: str) -> str:
+    h = sha256()
+    for table in ("problems", "dropped", "verifications"):
+        for row in store.read_table(version, table).to_pylist():
+            row = {k: v for k, v in row.items() if k not in VOLATILE}
+            h.update(json.dumps(row, sort_keys=True, default=str).encode() + b"\n")
+    return h.hexdigest()
+
+
+def test_verification_output_is_what_its_rules_version_says(tmp_path):
+    import docker
+
+    try:
+        docker.from_env().ping()
+    except Exception:
+        pytest.skip("no Docker engine")
+    demo = write_demo_sources(tmp_path / "demo", seed=0)
+    config = CurateConfig(sources=[{"name": "code", "path": str(demo.code)}],
+                          benchmarks={"bench_code": str(demo.bench_code)}, store=str(tmp_path / "store"), seed=0)
+    version_id, inputs = plan_curation(config)
+    curated = build_curated_version(config, version_id, inputs)
+    verified = build_validated_version(config.store, curated.id, min_tests=16)
+    got = (verified.id, _rows_hash(Store(config.store), verified.id))
+    assert VERIFY_RULES in GOLDEN, f"no golden figures for rules version {VERIFY_RULES}: add them"
+    assert got == GOLDEN[VERIFY_RULES], (f"verified version/output {got} differ from rules version {VERIFY_RULES}'s "
+                                         f"{GOLDEN[VERIFY_RULES]} (module docstring: bump the rules version or fix the change)")
