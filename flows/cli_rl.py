@@ -145,8 +145,9 @@ def print_ablation(result: dict, k: int, seeds: list[int]) -> None:
     t = Table(title=f"held-out avg@{k}: mean over seeds {seeds} (± 95% interval)")
     cols = ("arm", "step 0", "final", "best", "gain", "AUC", "grad low-clip", "grad high-clip", "entropy",
             "stale |log δ|", "grad norm max")
-    for col in cols:
-        t.add_column(col, justify="left" if col == "arm" else "right")
+    width = max((len(r["arm"]) for r in result["table"]), default=3)
+    for col in cols:  # the arm whole (a cut label hides which setting differs); figures wrap instead
+        t.add_column(col, justify="left", no_wrap=True, min_width=width) if col == "arm" else t.add_column(col, justify="right")
 
     def fig(value, ci=None, fmt=".3f"):
         return "—" if value is None else f"{value:{fmt}}" + (f" ± {ci:.3f}" if ci is not None else "")

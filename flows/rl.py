@@ -17,8 +17,8 @@ from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
 from tasks.reporting import plot_arms, png_data_url
-from tasks.training.ablation import (TRAINING_FIGURES, arm_config, arms, label, pairwise, run_figures, summarize,
-                                     training_figures)
+from tasks.training.ablation import (TRAINING_FIGURES, ablation_markdown, arm_config, arms, label, pairwise,
+                                     run_figures, summarize, training_figures)
 from tasks.training.metrics import read_metrics
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
@@ -79,8 +79,10 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     chart = plot_arms(curves, ABLATION_PANELS, Path(out) / f"{ablation}.png",
                       f"Ablation {ablation}: mean over seeds {seeds}, 95% bands")
     (Path(out) / f"{ablation}.json").write_text(json.dumps(
-        {"ablation": ablation, "model": model, "data": data, "benchmark": benchmark, "vary": vary, "seeds": seeds,
-         "config": asdict(cfg), "table": table, "pairs": pairs, "runs": runs}, indent=1, default=str))
+        {"ablation": ablation, "model": model, "data": data, "benchmark": benchmark,
+         "vary": None if arm_list else vary, "arms": arm_list, "seeds": seeds, "config": asdict(cfg),
+         "table": table, "pairs": pairs, "runs": runs}, indent=1, default=str))
+    (Path(out) / f"{ablation}.md").write_text(ablation_markdown(table, pairs, cfg.eval_k, seeds))
     create_image_artifact(image_url=png_data_url(chart), key="ablation-chart",
                           description="per arm, mean over seeds with 95% bands: held-out avg@k, token entropy and "
                                       "the gradient's shares from the low / high clip regions, by step")

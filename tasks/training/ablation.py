@@ -169,3 +169,21 @@ def pair_line(pair: dict, figure: str = "auc") -> str:
     verdict = "separated" if pair["separated"] else "not separated"
     return (f"{pair['a']} vs {pair['b']}: {figure} {pair['diff']:+.3f} [{pair['low']:+.3f}, {pair['high']:+.3f}], "
             f"p={pair['p']:.3f}: {verdict} at 95%")
+
+
+def ablation_markdown(table: list[dict], pairs: list[dict], k: int, seeds: list[int]) -> str:
+    """The summary as markdown: one row per arm (each figure a mean over seeds ± its 95% interval), then one
+    line per pair of arms (pair_line)."""
+    def fig(value, ci=None, fmt=".3f"):
+        return "—" if value is None else f"{value:{fmt}}" + (f" ± {ci:.3f}" if ci is not None else "")
+
+    head = ("| arm | step 0 | final | best | gain | AUC | grad share low-clip | grad share high-clip | entropy "
+            "| stale \\|log δ\\| | grad norm max |\n|" + "---|" * 11 + "\n")
+    rows = "".join(
+        f"| `{r['arm']}` | {fig(r['initial_avg_at_k'], r['initial_ci95'])} | {fig(r['final_avg_at_k'], r['final_ci95'])} "
+        f"| {fig(r['best_avg_at_k'], r['best_ci95'])} | {fig(r['gain'], r['gain_ci95'], '+.3f')} "
+        f"| {fig(r['auc'], r['auc_ci95'])} | {fig(r['grad_share_low'], fmt='.4f')} | {fig(r['grad_share_high'], fmt='.4f')} "
+        f"| {fig(r['entropy'])} | {fig(r['stale_logratio'], fmt='.4f')} | {fig(r['grad_norm_max'], fmt='.2f')} |\n"
+        for r in table)
+    title = f"Held-out avg@{k}, mean over seeds {', '.join(map(str, seeds))} (± 95% interval)\n\n"
+    return title + head + rows + "\n" + "".join(f"- {pair_line(p)}\n" for p in pairs)

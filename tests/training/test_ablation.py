@@ -126,3 +126,17 @@ def test_plot_arms_writes_one_panel_per_metric(tmp_path):
 def test_t_quantiles_are_students():
     assert t975(2) == pytest.approx(4.303, abs=1e-3) and t975(4) == pytest.approx(2.776, abs=1e-3)
     assert t975(1e6) == pytest.approx(1.96, abs=1e-3)
+
+
+def test_markdown_summary_has_a_row_per_arm_and_a_line_per_pair():
+    from tasks.training.ablation import ablation_markdown
+
+    runs = [{"arm": a, "auc": x, "final_avg_at_k": x, "initial_avg_at_k": 0.3} for a in ("gppo", "grpo")
+            for x in (0.4, 0.5, 0.6)]
+    text = ablation_markdown(summarize(runs), pairwise(runs), 8, [1, 2, 3])
+    lines = text.splitlines()
+    assert lines[0] == "Held-out avg@8, mean over seeds 1, 2, 3 (± 95% interval)"
+    rows = [line for line in lines if line.startswith("| `")]
+    assert [r.split("|")[1].strip() for r in rows] == ["`gppo`", "`grpo`"]
+    assert all(len(r.split(" | ")) == 11 for r in rows)   # every column filled ("—" where no figure)
+    assert lines[-1].startswith("- gppo vs grpo: auc +0.000") and lines[-1].endswith("not separated at 95%")
