@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # bench/gpu.sh — one prepared GPU benchmark of klear's own training and rollout code on a random-init
-# Qwen2-shaped model, sized for one lent NVIDIA H200 (≤ 10 min per command, 15 min of device time in all).
+# model with Qwen's real vocabulary (tasks/models/qwen_tokenizer: 151,936 embedding rows, ChatML, two eos
+# ids), sized for one lent NVIDIA H200 (≤ 10 min per command, 15 min of device time in all).
 #
-#   bash bench/gpu.sh                 # GPU: ~0.39B model (hidden 896, 24 layers, 14 heads / 2 KV heads,
-#                                     #      ffn 4864, vocab 32768, tied embeddings), worst case 7.5 min,
-#                                     #      expected ≈ 3 min
-#   bash bench/gpu.sh --cpu-smoke     # CPU: tiny shape, a few steps, same code paths (KLEAR_GPU_BENCH_SMOKE=1
-#                                     #      does the same); vLLM is skipped when there is no GPU
+#   bash bench/gpu.sh                 # GPU: Qwen2.5-0.5B's shape, ~0.49B (hidden 896, 24 layers, 14 heads /
+#                                     #      2 KV heads, ffn 4864, vocab 151936, tied embeddings), worst case
+#                                     #      7.5 min
+#   bash bench/gpu.sh --cpu-smoke     # CPU: the qwen3-tiny preset (tasks/models/presets.py), a few steps,
+#                                     #      same code paths (KLEAR_GPU_BENCH_SMOKE=1 does the same); vLLM is
+#                                     #      skipped when there is no GPU
 #   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
 #   KLEAR_BENCH_TP=2 bash bench/gpu.sh --rl-dist   # the same with one vLLM engine per 2 GPUs (--tensor-parallel 2)
 #
@@ -14,8 +16,10 @@
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
 # the parts' logs to bench/out/gpu.log. Parts, each its own process under its own time limit (GPU / smoke),
 # so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 450 s) caps them all:
-#   setup    (60 s)  tokenizer (tasks/models/tokenizer, BPE 4096 on synthetic words) + random model saved as
-#                    an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows (.jsonl)
+#   setup    (60 s)  Qwen's tokenizer (built from dashscope's qwen.tiktoken ranks, a few seconds) + random
+#                    model saved as an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows
+#                    (.jsonl). Every part below pays the 151,936-wide lm_head and its logits (SFT's
+#                    cross-entropy over every packed position, rollout sampling, RL's log-prob blocks)
 #   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
 #                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
 #                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
@@ -51,12 +55,15 @@
 # tokens/s that train_sft itself logs. fp32 RL MFU is still quoted against the bf16 peak.
 #
 # On the device machine: nothing of ours is installed there; its image's python3 (3.12, torch, transformers,
-# pyarrow, fsspec, tensorboard, matplotlib) runs the repo from PYTHONPATH. vLLM is NOT in that image and
+# pyarrow, fsspec, tensorboard, matplotlib) runs the repo from PYTHONPATH. Nor is dashscope: the ranks file
+# (2.5 MB) travels with the call (`carry` below) and this script points KLEAR_QWEN_RANKS at it when the
+# python cannot find dashscope. vLLM is NOT in that image and
 # cannot travel (vllm 0.32.0's wheel is 327 MB; a call carries 64 MiB), so there the rollout part falls back
 # to the HF engine unless a future image has vllm, and rl_dist is skipped (no vLLM; nor typer/prefect for
 # `klear rl`). Device calls:
-#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=540)
-#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh --rl-dist", timeout_s=400)   # an image with vLLM
+#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=540,
+#       carry=[".venv/lib/python3.11/site-packages/dashscope/resources/qwen.tiktoken"])
+#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh --rl-dist", timeout_s=400, carry=[…the same…])
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -67,7 +74,7 @@ for arg in "$@"; do
   case "$arg" in
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
-    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,66p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +85,12 @@ else PY=python3
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export PREFECT_LOGGING_LEVEL=WARNING VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
+# Qwen's ranks (tasks/models/qwen_ranks.py): the installed dashscope's, else a copy carried into .venv
+if [ -z "${KLEAR_QWEN_RANKS:-}" ] && ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("dashscope") is None)' 2>/dev/null; then
+  for f in .venv/lib/python*/site-packages/dashscope/resources/qwen.tiktoken; do
+    [ -f "$f" ] && export KLEAR_QWEN_RANKS="$REPO/$f" && break
+  done
+fi
 
 if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}

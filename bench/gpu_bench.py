@@ -4,9 +4,11 @@ WORK/results.jsonl, written as soon as it is measured (a part killed at its time
 
     python bench/gpu_bench.py setup|sft|rollout|rl|rl_dist|report --work DIR [--smoke] [--precision fp32|bf16]
 
-setup     random-init Qwen2-shaped model (GPU: hidden 896, 24 layers, 14/2 heads, ffn 4864, vocab 32768,
-          tied embeddings, ~0.39B parameters) + a BPE tokenizer from tasks/models/tokenizer, saved as an HF
-          directory (fp32, as `klear model init` saves); synthetic long-CoT SFT rows (.jsonl).
+setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_tokenizer: 151,669 ids, 151,936
+          embedding rows, two eos ids), saved as an HF directory (fp32, as `klear model init` saves). GPU:
+          Qwen2.5-0.5B's shape (Qwen2, hidden 896, 24 layers, 14/2 heads, ffn 4864, tied embeddings,
+          ~0.49B parameters, a quarter of them the embedding); smoke: the `qwen3-tiny` preset's model
+          (tasks/models/presets.py). Then synthetic long-CoT SFT rows (.jsonl).
 sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up.
 rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
           sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
@@ -45,8 +47,8 @@ PEAK_TFLOPS_BY_GPU = [("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("
 
 GPU = {
     "model": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                  num_key_value_heads=2, vocab_size=32768, max_position_embeddings=4096, rope_theta=1e6),
-    "tok_vocab": 4096,
+                  num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096, rope_theta=1e6),
+    "architecture": "qwen2",
     "sft": dict(seq_len=4096, batch_size=16, micro_batch_size=4, warmup_steps=3, timed_steps=12),
     "rollout": dict(prompts=32, n=8, max_tokens=1024, prompt_words=60, warm_prompts=8, warm_tokens=64,
                     syncs=3, gpu_memory_utilization=0.5),
@@ -57,9 +59,7 @@ GPU = {
                     mini_batches=2, micro_batch_size=8),
 }
 SMOKE = {
-    "model": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=512, max_position_embeddings=512, rope_theta=1e4),
-    "tok_vocab": 512,
+    "model": "qwen3-tiny",  # a preset of tasks/models/presets.py
     "sft": dict(seq_len=128, batch_size=4, micro_batch_size=2, warmup_steps=1, timed_steps=2),
     "rollout": dict(prompts=2, n=2, max_tokens=16, prompt_words=8, warm_prompts=1, warm_tokens=4,
                     syncs=2, gpu_memory_utilization=0.5),
@@ -134,32 +134,46 @@ def _words(rng: random.Random, k: int) -> list[str]:
     return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8))) for _ in range(k)]
 
 
+def _model_config(s: dict) -> tuple[str, dict]:
+    """(architecture, HF config fields) of the bench model: GPU's own shape, or the smoke preset's."""
+    if isinstance(s["model"], str):
+        from tasks.models.presets import PRESETS
+
+        p = PRESETS[s["model"]]
+        return p.architecture, {k: v for k, v in p.to_dict().items() if k != "tie_word_embeddings"}
+    return s["architecture"], dict(s["model"])
+
+
 def part_setup(work: Path, smoke: bool) -> None:
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import GenerationConfig
     from transformers.utils import logging as hf_logging
 
-    from tasks.models.tokenizer import EOS, IM_END, train_tokenizer
+    from tasks.models.factory import ARCHITECTURES
+    from tasks.models.qwen_tokenizer import qwen_tokenizer
+    from tasks.models.tokenizer import EOS, IM_END
 
     hf_logging.disable_progress_bar()
     s = settings(smoke)
     t0 = time.perf_counter()
     rng = random.Random(0)
     vocab_words = _words(rng, 3000)
-    corpus = [" ".join(rng.choice(vocab_words) for _ in range(60)) for _ in range(3000)]
-    tok = train_tokenizer(corpus, s["tok_vocab"])
+    tok = qwen_tokenizer()
+    t_tok = time.perf_counter() - t0
     model_dir = work / "model"
     model_dir.mkdir(parents=True, exist_ok=True)
     eos_ids = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(EOS)]
-    m = dict(s["model"])
-    # the model's vocab may exceed the tokenizer's (as Qwen's padded vocab does): the embedding/lm_head
+    arch, m = _model_config(s)
+    # the model's vocab exceeds the tokenizer's (Qwen's padded 151,936 rows): the embedding/lm_head
     # matmul is what costs; sampled ids the tokenizer lacks decode to nothing
     m["vocab_size"] = max(m["vocab_size"], len(tok))
-    config = Qwen2Config(**m, tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos_ids,
-                         pad_token_id=tok.pad_token_id, use_cache=True, dtype="float32")
+    config_cls, model_cls = ARCHITECTURES[arch]
+    extra = {"head_dim": m["hidden_size"] // m["num_attention_heads"]} if arch == "qwen3" else {}
+    config = config_cls(**m, **extra, tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos_ids,
+                        pad_token_id=tok.pad_token_id, use_cache=True, dtype="float32")
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = Qwen2ForCausalLM(config)
+        model = model_cls(config)
     model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=tok.pad_token_id,
                                                do_sample=True, temperature=1.0, top_p=1.0)
     model.save_pretrained(str(model_dir))
@@ -168,22 +182,23 @@ def part_setup(work: Path, smoke: bool) -> None:
                  for mod in model.modules() if isinstance(mod, torch.nn.Linear))
     shape = {"matmul_params": matmul, "params": sum(p.numel() for p in model.parameters()),
              "layers": m["num_hidden_layers"], "d_attn": m["num_attention_heads"] * (m["hidden_size"] // m["num_attention_heads"]),
-             "vocab_size": m["vocab_size"], "tokenizer_vocab": len(tok), "config": m}
+             "vocab_size": m["vocab_size"], "tokenizer_vocab": len(tok), "architecture": model_cls.__name__,
+             "config": m}
     (model_dir / "bench_shape.json").write_text(json.dumps(shape, indent=2))
     del model
     t_model = time.perf_counter() - t0
 
     rows, packs, need, truncated, fill = make_sft_data(work / "sft.jsonl", tok, s["sft"], rng, vocab_words)
     emit(work, "setup", "ok" if packs >= need else "error", model_dir=str(model_dir),
-         params=shape["params"], matmul_params=matmul, config=m, tokenizer_vocab=len(tok),
-         sft_rows=rows, sft_packs=packs, sft_packs_needed=need, pack_fill=round(fill, 3),
-         truncated=truncated, seconds=round(time.perf_counter() - t0, 1), model_seconds=round(t_model, 1),
-         **device_info())
+         params=shape["params"], matmul_params=matmul, architecture=model_cls.__name__, config=m,
+         tokenizer_vocab=len(tok), sft_rows=rows, sft_packs=packs, sft_packs_needed=need, pack_fill=round(fill, 3),
+         truncated=truncated, seconds=round(time.perf_counter() - t0, 1), tokenizer_seconds=round(t_tok, 1),
+         model_seconds=round(t_model, 1), **device_info())
 
 
 def make_sft_data(data: Path, tok, sft: dict, rng: random.Random, vocab_words: list[str]):
-    """Synthetic long-CoT SFT rows: a short problem, a response of 1/8 to ~3/4 of seq_len tokens (≈2.3
-    tokens per word with the 4096 BPE), until train_sft's packing yields the packs the run needs.
+    """Synthetic long-CoT SFT rows: a short problem, a response of seq_len/20 to seq_len/3 random words (each
+    a few tokens of Qwen's BPE), until train_sft's packing yields the packs the run needs.
     Returns (rows, packs, packs needed, truncated examples, fraction of pack positions that are real)."""
     from tasks.training.sft_data import load_sft_rows, pack_examples, tokenize_examples
 

@@ -8,6 +8,12 @@ model's raw distribution (temperature 1, no top-p), which is what RL needs as th
 `token_ids` end with the eos token when finish_reason is "stop" (the text does not show it).
 temperature 0 means greedy decoding.
 
+End of sequence (`stop_ids`, both backends): a completion stops at the first token of the stop set =
+the model's eos ids (generation_config's `eos_token_id`, an int or a list; config.json's when
+generation_config has none) ∪ the tokenizer's eos token. Qwen-family models list several
+(<|im_end|> and <|endoftext|>): any of them ends the completion, which then ends with that id, and its
+text is everything before it, whichever it was.
+
 Seeding. `generate(prompts, params)` seeds the whole call from `params.seed` (each backend's rule is in
 its docstring): the same prompts, in the same order, give the same completions. `generate(prompts, params,
 seeds=[s_0, s_1, ...])` (one seed per prompt; `params.seed` is then unused) draws prompt i's n samples
@@ -77,6 +83,20 @@ def check_seeds(seeds: Sequence[int] | None, prompts: Sequence[str]) -> None:
         raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts: give one seed per prompt")
 
 
+def stop_ids(model_eos: int | Sequence[int] | None, tokenizer_eos: int | None) -> frozenset[int]:
+    """The stop set (module rule "End of sequence") from the model's eos id(s) and the tokenizer's eos id;
+    empty when neither names one (every completion then runs to max_tokens)."""
+    if model_eos is None:
+        ids = set()
+    elif isinstance(model_eos, int):
+        ids = {model_eos}
+    else:
+        ids = {int(i) for i in model_eos if i is not None}
+    if tokenizer_eos is not None:
+        ids.add(int(tokenizer_eos))
+    return frozenset(ids)
+
+
 class PromptTooLong(ValueError):
     """A prompt whose tokens plus max_tokens pass the model's context (see the module rule)."""
 
@@ -114,13 +134,18 @@ def fit_prompts(tok, context_length: int | None, prompts: Sequence[str],
     plus a few specials (byte-level BPE and byte fallback emit at most one token per byte). A long one is
     tokenised by growing prefixes (4× the budget in characters, doubling) until the count passes the
     budget or the prompt ends, so a 100 MB problem costs about what a budget-sized one does; its count
-    is then a lower bound (`exact` False)."""
+    is then a lower bound (`exact` False).
+    The bytes counted are those of the text as the tokenizer's normaliser leaves it: Unicode
+    normalisation can lengthen text (Qwen's NFC turns some single characters into two, NFKC a ligature into
+    several), and BPE sees the normalised text."""
     budget = prompt_budget(context_length, max_tokens)
     if budget is None:
         return list(range(len(prompts))), []
+    normalize = _normalizer(tok)
     fits, too_long = [], []
     for i, p in enumerate(prompts):
-        if len(p.encode("utf-8", "surrogatepass")) + 8 <= budget:
+        if (len(p.encode("utf-8", "surrogatepass")) + 8 <= budget
+                and len(normalize(p).encode("utf-8", "surrogatepass")) + 8 <= budget):
             fits.append(i)
             continue
         cut = 4 * max(budget, 1) + 64
@@ -134,6 +159,13 @@ def fit_prompts(tok, context_length: int | None, prompts: Sequence[str],
         else:
             too_long.append(TooLong(i, n if cut >= len(p) else budget + 64, exact=cut >= len(p)))
     return fits, too_long
+
+
+def _normalizer(tok):
+    """str → str: the fast tokenizer's normaliser (identity when it has none or is not a fast tokenizer)."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    norm = getattr(backend, "normalizer", None)
+    return norm.normalize_str if norm is not None else (lambda text: text)
 
 
 def describe_too_long(too_long: Sequence[TooLong], context_length: int | None, max_tokens: int,

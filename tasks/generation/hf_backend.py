@@ -30,21 +30,27 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   the grouped KV heads are not materialised by repeat_kv every step. Other attention implementations get a
   2-D mask and build their own (same loop, no switch).
 * Sampling. temperature ≤ 0: argmax of the raw logits. Otherwise scores = logits / temperature; with
-  top_p < 1 the nucleus is kept (tokens sorted by probability; a token is kept while the probability mass
-  before it is < top_p, so the most likely token always is — transformers' TopPLogitsWarper rule) and the
-  rest set to −inf; the token is argmax(scores + G), G = −log(−log U), U ~ Uniform[0, 1) i.i.d. from the
-  generator of the row's group (the batch; with `seeds`, the row's prompt). That is the Gumbel-max trick:
-  an exact sample of softmax(scores) (up to fp32 U's 2⁻²⁴ grid), and cheaper than torch.multinomial or
-  exponential_ (docs/benchmarks.md). U is drawn for all the rows
+  top_p < 1 only the nucleus may be drawn: a token is in it when the probability mass of the tokens more
+  likely than it is < top_p (so the most likely token always is; tokens of equal probability are in or
+  out together) — transformers' TopPLogitsWarper rule, ties aside. The token is the argmax over the
+  nucleus of scores + G, G = −log(−log U), U ~ Uniform[0, 1) i.i.d. from the generator of the row's group
+  (the batch; with `seeds`, the row's prompt). That is the Gumbel-max trick: an exact sample of
+  softmax(scores) restricted to the nucleus (up to fp32 U's 2⁻²⁴ grid), and cheaper than
+  torch.multinomial or exponential_ (docs/benchmarks.md). The nucleus is not sorted out for every row:
+  the argmax over all tokens, when it lies in the nucleus (one O(V) mass test), is the argmax over the
+  nucleus too; only rows whose argmax falls outside (about 1 − top_p of them) sort their scores. Same
+  tokens as sorting every row; a full-vocabulary sort per row and step is what a 151K-token vocabulary
+  makes expensive (docs/benchmarks.md). U is drawn for all the rows
   of a group every step (evicted ones too) until every row of the group has finished, so a row's sample
   does not depend on which rows were evicted: `evict_frac` changes speed, never the completions.
   Per-prompt groups cost one torch.rand call per live prompt per step instead of one per batch, no
   cost above the run-to-run noise (docs/benchmarks.md).
-* Stopping and eviction. A row stops at its first eos id (generation_config.eos_token_id; kept in
-  token_ids, finish "stop") or after max_tokens ("length"). Finished rows are dropped from the batch (KV
-  rows, mask, positions) once they are ≥ `evict_frac` (1/8) of the rows still in it (at least one row), so
-  the batch shrinks as completions end and one compaction copy serves several finished rows; until then a
-  finished row runs along and its outputs are ignored. The loop ends when every row has finished.
+* Stopping and eviction. A row stops at its first id of the stop set (base.py `stop_ids`: the model's
+  eos ids ∪ the tokenizer's; kept in token_ids, finish "stop") or after max_tokens ("length"). Finished
+  rows are dropped from the batch (KV rows, mask, positions) once they are ≥ `evict_frac` (1/8) of the rows
+  still in it (at least one row), so the batch shrinks as completions end and one compaction copy serves
+  several finished rows; until then a finished row runs along and its outputs are ignored. The loop ends
+  when every row has finished.
 
 Fallback: transformers `generate` (the old path, `loop="hf"`; it seeds torch's global RNG, so with `seeds`
 it generates one prompt per call) for models the loop does not drive:
@@ -62,7 +68,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds
+from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
 
 GQA_SDPA = "klear_sdpa_gqa"
 BATCH_SIZE = 64  # rows (prompts × n) per decode batch
@@ -154,27 +160,40 @@ def lean_loop_supported(model) -> bool:
 
 
 def top_p_filter(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """scores with every token outside the nucleus set to −inf: sorted by probability, a token is kept while
-    the mass strictly before it is < top_p (the most likely token always is)."""
-    sorted_s, order = scores.sort(dim=-1, descending=True)
+    """scores with every token outside the nucleus (module rule, "Sampling") set to −inf: sorted by
+    probability, the least likely token whose preceding mass is < top_p sets the floor; every token scored
+    at least that high is kept (ties with it too)."""
+    sorted_s, _ = scores.sort(dim=-1, descending=True)
     probs = sorted_s.softmax(-1)
-    drop = (probs.cumsum(-1) - probs) >= top_p
-    drop[..., 0] = False
-    return scores.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    last = ((probs.cumsum(-1) - probs) < top_p).sum(-1, keepdim=True).clamp(min=1) - 1
+    return scores.masked_fill(scores < sorted_s.gather(-1, last), float("-inf"))
+
+
+def in_nucleus(scores: torch.Tensor, tokens: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Per row, whether `tokens` lies in the top-p nucleus of softmax(scores): the mass of the tokens scored
+    strictly higher is < top_p. One pass over the vocabulary, no sort."""
+    probs = scores.softmax(-1)
+    above = scores > scores.gather(-1, tokens[:, None])
+    return (probs * above).sum(-1) < top_p
 
 
 def sample_tokens(logits: torch.Tensor, logp: torch.Tensor, temperature: float, top_p: float,
                   noise: torch.Tensor | None) -> torch.Tensor:
     """One token per row: greedy for temperature ≤ 0, else an exact sample of softmax(logits / temperature)
-    restricted to the top-p nucleus, by Gumbel-max: argmax(scores + G) with G = −log(−log U), `noise` = U ~
-    Uniform[0, 1) i.i.d., one per row and token. `logp` is log_softmax(logits), reused as the scores when
-    temperature is 1 and top_p ≥ 1."""
+    restricted to the top-p nucleus, by Gumbel-max: the nucleus's argmax of scores + G with G = −log(−log U),
+    `noise` = U ~ Uniform[0, 1) i.i.d., one per row and token. `logp` is log_softmax(logits), reused as the
+    scores when temperature is 1. Rows whose argmax over every token lies in the nucleus keep it (it is the
+    nucleus's argmax too); the others are filtered (`top_p_filter`) and drawn again with the same noise."""
     if temperature <= 0:
         return logits.argmax(-1)
     scores = logp if temperature == 1.0 else logits / temperature
+    gumbel = noise.log().neg_().log_().neg_()
+    pick = (scores + gumbel).argmax(-1)
     if top_p < 1.0:
-        scores = top_p_filter(scores, top_p)
-    return (scores - noise.log().neg_().log_()).argmax(-1)
+        out = (~in_nucleus(scores, pick, top_p)).nonzero()[:, 0]
+        if len(out):
+            pick[out] = (top_p_filter(scores[out], top_p) + gumbel[out]).argmax(-1)
+    return pick
 
 
 class HFGenerator:
@@ -182,9 +201,11 @@ class HFGenerator:
         if loop not in ("auto", "lean", "hf"):
             raise ValueError(f"loop must be auto, lean or hf, not {loop!r}")
         self.model, self.tok, self.batch_size = model, tokenizer, batch_size
-        self.tok.padding_side = "left"
+        # prompts are left-padded per call (padding_side="left" below), never by changing the tokenizer:
+        # callers share it (the RL trainer saves it with every checkpoint, training pads on the right)
         eos = model.generation_config.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos])
+        eos = eos if eos is not None else getattr(model.config, "eos_token_id", None)
+        self.eos_ids = set(stop_ids(eos, tokenizer.eos_token_id))
         self.lean = lean_loop_supported(model) if loop == "auto" else loop == "lean"
         self.evict_frac = evict_frac
         self.context_length = getattr(model.config, "max_position_embeddings", None)
@@ -251,14 +272,15 @@ class HFGenerator:
         """`seeds`: one per group of rows. The rows split evenly into len(seeds) consecutive groups (one
         seed: the whole batch; one per prompt: each prompt's n rows), each drawing from its own generator."""
         model, dev, n, T = self.model, self.model.device, p.n, p.max_tokens
-        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
+        enc = self.tok(prompts, return_tensors="pt", padding=True, padding_side="left",
+                       add_special_tokens=False).to(dev)
         ids, attn = enc["input_ids"], enc["attention_mask"].bool()
         check_prompt_lengths(attn.sum(-1).tolist(), self.context_length, T)  # before the cache is sized
         P, L = ids.shape
         B = P * n
         gens = [torch.Generator(device=dev).manual_seed(sd) for sd in seeds]
         per_group = B // len(seeds)
-        eos = torch.tensor(sorted(self.eos_ids), device=dev)
+        eos = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=dev)
         cfg = model.config
         own_attn = cfg._attn_implementation in ("sdpa", GQA_SDPA)
         if own_attn:
@@ -350,7 +372,8 @@ class HFGenerator:
     # ------------------------------------------------------------ fallback: transformers generate
 
     def _generate_batch(self, prompts: list[str], p: SamplingParams) -> list[list[Completion]]:
-        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+        enc = self.tok(prompts, return_tensors="pt", padding=True, padding_side="left",
+                       add_special_tokens=False).to(self.model.device)
         check_prompt_lengths(enc["attention_mask"].sum(-1).tolist(), self.context_length, p.max_tokens)
         greedy = p.temperature <= 0
         res = self.model.generate(

@@ -9,10 +9,11 @@ weight sync for RL rollouts.
 Rules (identical to the transformers backend, so stages and tests can swap backends):
 - Prompts are tokenised here with the HF tokenizer (`add_special_tokens=False`, as `hf_backend` and the RL
   trainer do) and sent to vLLM as token ids, so both backends condition on exactly the same ids.
-- Stop set = `generation_config.eos_token_id` (list or int; else config.json's) ∪ {tokenizer.eos_token_id}
-  (vLLM always stops on the latter), passed as `stop_token_ids`; exposed as `.eos_ids`. When
-  `finish_reason == "stop"` the eos token is the last entry of `token_ids` and is not in `text`; otherwise
-  `finish_reason == "length"` (max_tokens reached; vLLM "abort" also maps here).
+- Stop set = base.py `stop_ids`: `generation_config.eos_token_id` (list or int; else config.json's) ∪
+  {tokenizer.eos_token_id} (vLLM always stops on the latter), passed as `stop_token_ids`; exposed as
+  `.eos_ids`. When `finish_reason == "stop"` the eos token (whichever of the set it was) is the last entry
+  of `token_ids` and is not in `text`; otherwise `finish_reason == "length"` (max_tokens reached; vLLM
+  "abort" also maps here).
   `text` = tokenizer.decode(token_ids without the eos, skip_special_tokens=False).
 - `logprobs[i]` = log softmax(raw logits)[token_i]: the policy's own distribution at temperature 1 without
   top-p, whatever temperature/top_p was used to sample. The engine runs with `logprobs_mode="raw_logprobs"`
@@ -83,23 +84,21 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds
+from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
 
 CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def _eos_ids(model_dir: str, tok) -> set[int]:
-    ids: set[int] = set()
+    """The stop set of the model directory (base.py `stop_ids`; generation_config.json first)."""
+    eos = None
     for name in ("generation_config.json", "config.json"):
         p = Path(model_dir) / name
         if p.exists():
             eos = json.loads(p.read_text()).get("eos_token_id")
             if eos is not None:
-                ids.update(eos if isinstance(eos, list) else [eos])
                 break
-    if tok.eos_token_id is not None:
-        ids.add(tok.eos_token_id)
-    return ids
+    return set(stop_ids(eos, tok.eos_token_id))
 
 
 class WeightSyncExtension:

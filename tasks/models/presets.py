@@ -1,4 +1,4 @@
-"""Model presets for `klear model init`: Qwen2-architecture causal LMs with random weights.
+"""Model presets for `klear model init`: Qwen2/Qwen3-architecture causal LMs with random weights.
 
 Why these numbers:
 - head_dim = hidden / heads = 32: vLLM's CPU attention rejects head_dim 16, and 32 is the smallest it takes.
@@ -8,6 +8,16 @@ Why these numbers:
 - small (~4M params): still CPU-trainable, for a stronger demo or a first GPU smoke test.
 - GQA (kv heads = heads/2) and tied embeddings, as Qwen2/Qwen3 small models do.
 - max_position_embeddings 1024: demo prompts + responses are < 256 tokens; room to grow.
+- qwen3-tiny: tiny's shape as a Qwen3 model (q/k norms, no q/k/v biases) with Qwen's real vocabulary
+  (tasks/models/qwen_tokenizer.py: 151,669 ids, ChatML, `<think>`, two eos ids) and Qwen3's 151,936
+  embedding rows, tied: the embedding is almost all of its ~20M parameters and the lm_head's logits
+  (151,936 per position) dominate its compute, as they do for a real small Qwen model; what a user's Qwen
+  checkpoint brings to SFT, rollouts, rewards and evaluation, at a size that still trains on a CPU.
+  rope_theta 1e6 as Qwen3.
+
+Fields besides the HF config's: `architecture` (qwen2 | qwen3: transformers' Qwen2/Qwen3ForCausalLM) and
+`vocabulary` ("trained": a byte-level BPE of `vocab_size` trained on the corpus, tasks/models/tokenizer.py;
+"qwen": Qwen's tokenizer, whose ids fill the first rows of `vocab_size`).
 """
 from __future__ import annotations
 
@@ -25,9 +35,12 @@ class ModelPreset:
     max_position_embeddings: int = 1024
     rope_theta: float = 10000.0
     tie_word_embeddings: bool = True
+    architecture: str = "qwen2"
+    vocabulary: str = "trained"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields an HF Qwen2Config/Qwen3Config takes (not `architecture`, `vocabulary`)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("architecture", "vocabulary")}
 
 
 PRESETS: dict[str, ModelPreset] = {
@@ -35,4 +48,7 @@ PRESETS: dict[str, ModelPreset] = {
                         num_attention_heads=4, num_key_value_heads=2, vocab_size=512),
     "small": ModelPreset(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
                          num_attention_heads=8, num_key_value_heads=4, vocab_size=2048),
+    "qwen3-tiny": ModelPreset(hidden_size=128, intermediate_size=384, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, vocab_size=151936,
+                              rope_theta=1e6, architecture="qwen3", vocabulary="qwen"),
 }

@@ -12,8 +12,14 @@ Per GPU, for the trainer (fp32 master weights, bf16 autocast, AdamW), with P par
                            layer's input (h) is kept, plus one layer's full set while it is recomputed
     logits                 response positions only (rl_update.logprobs keeps logits from the first scored
                            position), in bf16 with their gradient: 4·R·V bytes, R = micro-batch · max_tokens,
-                           V = vocabulary; plus one block of LOGPROB_BLOCK tokens rebuilt in fp32 with its
-                           gradient during backward: 8·min(LOGPROB_BLOCK, max_tokens)·V
+                           V = vocabulary (Qwen's 151,936 rows make this the largest term of a long response);
+                           with more than one rollout per micro-batch, + 2·R·V: autograd hands each row's
+                           slice its gradient as a buffer the size of all the logits before adding it in.
+                           Plus one block of b = min(LOGPROB_BLOCK, max_tokens) tokens in fp32: 14·b·V, what
+                           backward holds at once while it recomputes a checkpointed block (its fp32 copy and
+                           exp, their fp32 gradient, its bf16 gradient); the forward's entropy diagnostic
+                           holds less (12·b·V: log-softmax, exp, product). tests/training/test_plan_logits.py
+                           measures both against rl_update.logprobs at V = 151,936.
 
 For a colocated vLLM engine on the same GPU (one per rank, or per tensor-parallel group of `tp` ranks):
 
@@ -168,8 +174,10 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     from tasks.training.rl_update import LOGPROB_BLOCK
 
     scored = work.micro_batch_size * work.max_tokens
-    lines += [("activations (bf16)", activations), ("logits + grad (bf16)", 4 * scored * shape.vocab),
-              ("log-prob block (fp32)", 8 * min(LOGPROB_BLOCK, work.max_tokens) * shape.vocab)]
+    logits_copies = 3 if work.micro_batch_size > 1 else 2  # logits, gradient (+ one row's gradient buffer)
+    lines += [("activations (bf16)", activations),
+              ("logits + grad (bf16)", 2 * logits_copies * scored * shape.vocab),
+              ("log-prob block (fp32)", 14 * min(LOGPROB_BLOCK, work.max_tokens) * shape.vocab)]
     if not hw.engine and hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("rollout copy of the policy (fp32)", 4 * p))
     lines = [(what, b / GIB) for what, b in lines]

@@ -3,8 +3,9 @@
 - Source: a store directory (the `problems` of its current dataset version) or a canonical .jsonl/.parquet.
   Rows without a response are not SFT examples (counted, not an error); a malformed row is an error
   naming the file and row.
-- Example = chat template(problem) as prompt + response + <|im_end|>; loss only on the response tokens
-  (labels −100 on the prompt), so the model learns to answer and to stop.
+- Example = chat template(problem) as prompt + response + the end of an assistant turn (<|im_end|>, or the
+  eos token of a tokenizer without it: tasks/models/chat_template.py `end_of_turn`); loss only on the
+  response tokens (labels −100 on the prompt), so the model learns to answer and to stop.
 - Packing: examples, shuffled with (seed, epoch), are placed greedily into sequences of `seq_len` tokens;
   each keeps its own positions (position_ids restart at 0) and attends only within itself (block-diagonal
   causal attention), so packing changes speed, never the loss of an example. Longer examples are truncated
@@ -23,6 +24,7 @@ from typing import Callable, Iterable
 
 from tasks.curation.problems import read_problems
 from tasks.generation.base import chat_prompt
+from tasks.models.chat_template import end_of_turn
 
 IGNORE = -100
 
@@ -46,7 +48,8 @@ def load_sft_rows(data: str, on_bad: Callable[[str], None] | None = None) -> SFT
     return SFTRows(with_resp, dataset, len(rows) - len(with_resp))
 
 
-def tokenize_examples(rows: Iterable[dict], tokenizer, end_token: str = "<|im_end|>") -> list[Example]:
+def tokenize_examples(rows: Iterable[dict], tokenizer, end_token: str | None = None) -> list[Example]:
+    end_token = end_token if end_token is not None else end_of_turn(tokenizer)
     out = []
     for r in rows:
         p = tokenizer(chat_prompt(tokenizer, r["problem"]), add_special_tokens=False)["input_ids"]
