@@ -265,7 +265,8 @@ def _behaviour_logprobs(policy, minis: list, plans: list[_RankPlan], device, fro
     return out
 
 
-LOGPROB_BLOCK = 4096  # response tokens whose fp32 log-softmax exists at once (8·4096·V bytes: 5 GB at V = 152K)
+LOGPROB_BLOCK = 4096  # response tokens whose fp32 log-softmax exists at once (with its backward ≈ 14·4096·V bytes:
+#                      8.7 GB at V = 152K; tasks/training/plan.py counts it)
 
 
 def logprobs(model, chunk: list, device) -> tuple[torch.Tensor, torch.Tensor, float]:
