@@ -117,7 +117,9 @@ class RLConfig(Sampling):
     steps: int = 40                       # rollout batches (each gives `mini_batches` optimizer steps)
     prompts_per_step: int = 16            # paper: 128
     rollouts_per_prompt: int = 8          # paper: 8
-    mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code)
+    mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code); more of
+    #                                       them move π further from π_old per batch: with GPPO lower the lr
+    #                                       (8 at lr 3e-4 collapsed, 8 at 1e-4 did not: docs/ablation.md)
     micro_batch_size: int = 32            # rollouts per forward/backward
     lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
     warmup_steps: int = 2                 # paper: 10 (over far longer runs)
