@@ -13,35 +13,39 @@ a rerun starts no child run at all; a child that ends other than Completed fails
 line naming the stage and the child run."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated, Any, Iterator
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from flows.curate import curate
+from flows.prefect_ui import WHERE_NOTE, ConfigForm, flow_run_namer, one_line_failures
 from flows.verify import verify
 from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import hash_file, hash_json
 from storage.refs import DatasetRef
 from storage.store import Store, resolve_store
 from tasks.curation.config import CurateConfig
-from tasks.curation.prefect_tasks import publish_dataset_task
+from tasks.curation.prefect_tasks import curation_artifacts, publish_dataset_task
 from tasks.evaluation.difficulty import DifficultyConfig, difficulty_version_id
 from tasks.evaluation.evaluate import EvalConfig
 from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
-from tasks.progress import StageLog
-from tasks.reporting import png_data_url
+from tasks.progress import Stage, StageLog
+from tasks.reporting import chart_markdown
 from tasks.training.prefect_tasks import rl_train_task, sft_train_task
 
 
-@task(name="demo-data", cache_policy=NONE)
+@task(name="demo-data", task_run_name="demo-data", cache_policy=NONE)
 def demo_data_task(store: str, seed: int, scale: float = 1.0) -> tuple[dict, dict]:
     from tasks.curation.demo_data import write_demo_sources
 
@@ -53,7 +57,7 @@ def _base_dir(store: str, preset: str, seed: int, sources: dict[str, str]) -> Pa
     return base_model_dir(store, preset, seed, hash_json({n: hash_file(p) for n, p in sorted(sources.items())}))
 
 
-@task(name="base-model", cache_policy=NONE)
+@task(name="base-model", task_run_name="base-model", cache_policy=NONE)
 def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str]) -> str:
     """A random-init model whose tokenizer is trained on the sources' text; content-addressed."""
     from storage.checkpoints import describe_checkpoint
@@ -76,17 +80,37 @@ def planned_stages(config: PipelineConfig) -> int:
             + 2 * int(config.rl_code is not None))
 
 
-@flow(name="pipeline", log_prints=True)
-def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None) -> dict:
+def _run_name(param) -> str:
+    """`demo`, `demo-0.05` (its scale), `demo-seed1`; with real data the sources' names."""
+    if not param("config.demo", True):
+        return "+".join(sorted(param("config.sources", {}) or {}))
+    scale, seed = param("config.demo_scale", 1.0), param("config.seed", 0)
+    return "demo" + (f"-{scale:g}" if scale != 1 else "") + (f"-seed{seed}" if seed else "")
+
+
+# The run form of a deployment (prefect.yaml's pipeline/demo): the settings a run usually changes as fields,
+# the nested configs a run rarely changes folded to one JSON box each, `store` left to the flow's own
+# parameter (which wins).
+PIPELINE_FORM = ConfigForm(PipelineConfig, folded=("test_strength", "sft", "rl", "rl_code"), hidden=("store",))
+
+
+@flow(name="pipeline", log_prints=True, validate_parameters=False, flow_run_name=flow_run_namer("pipeline", _run_name))
+@one_line_failures
+def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig(), store: str | None = None) -> dict:
     """curate → verify → SFT → difficulty tags → RL → evaluate base/SFT/RL, each stage content-addressed.
     Each stage prints a line as it starts and one as it ends: cached or computed, seconds, headline figure.
+    A failed stage ends the run with one line naming it (`pipeline: stage rl failed: …`).
 
-    `store` overrides `config.store`, so a deployment run takes `--param store=DIR` alone."""
+    Args:
+        config: the pipeline's settings; the defaults are the demo (bundled data, tiny model, CPU)
+        store: store directory for every stage's output (overrides config.store; default: $KLEAR_STORE
+            or ./klear-store)
+    """
     log = get_run_logger()
     store = resolve_store(store or config.store)
     if config.gpu_pool:  # child runs get the same absolute paths (the store is shared by the pools)
         store = shared_path(store)
-    stages = StageLog(planned_stages(config), also=log.info)
+    stages = NamedStages(planned_stages(config), also=log.info)
     if config.demo:
         with stages.stage("demo-data") as st:
             sources, benchmarks = demo_data_task(store, config.seed, config.demo_scale)
@@ -96,6 +120,8 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
     if not sources:
         raise ValueError("pipeline: no sources (set demo=True or give sources)")
 
+    # `curated` and `verified` are the subflows' own results, kept for the whole run; only unlinked copies of
+    # their values go on to tasks and subflows (`unlinked`)
     with stages.stage("curate") as st:
         since = _now()
         curated = curate(CurateConfig(sources=[{"name": n, "path": p} for n, p in sources.items()],
@@ -103,12 +129,13 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
         st.cached, st.figure = _made_before(curated, since), _rows_kept(curated)
     with stages.stage("verify") as st:
         since = _now()
-        verified = verify(store=store, min_tests=config.min_tests, parent=curated["id"],
+        verified = verify(store=store, min_tests=config.min_tests, parent=unlinked(curated["id"]),
                           test_strength=config.test_strength)
         st.cached = _made_before(verified, since)
         st.figure = (f"{_rows_kept(verified)}, {curated['counts'].get('kept', 0) - verified['counts'].get('kept', 0)}"
                      " code problems dropped")
-    dataset = verified["id"]
+    dataset = unlinked(verified["id"])
+    curation_artifacts(unlinked(verified), store, "dataset")  # the dataset SFT and RL train on, on this run's page
 
     base = config.base_model
     if not base:
@@ -158,6 +185,32 @@ def pipeline(config: PipelineConfig = PipelineConfig(), store: str | None = None
                **{f"{s.replace('-', '_')}_avg_at_k": r["avg_at_k"] for s, r in results.items()}}
     report_pipeline(summary, results)
     return summary
+
+
+class NamedStages(StageLog):
+    """StageLog whose failed stage is named on the exception (a note), so the run's one failure line says
+    where: `pipeline: stage rl failed: …` (flows/prefect_ui.py failure_line)."""
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[Stage]:
+        try:
+            with super().stage(name) as st:
+                yield st
+        except Exception as e:
+            if not any(n.startswith(WHERE_NOTE) for n in getattr(e, "__notes__", [])):
+                e.add_note(f"{WHERE_NOTE}stage {name} failed")
+            raise
+
+
+def unlinked(value: Any) -> Any:
+    """A subflow's result (or a value in it) as new objects. Prefect links a subflow's return value, and each
+    value one level inside it, to the subflow run by object identity (link_state_to_result), and records it
+    as a `flow_run` input of any task, subflow or deployment run it is passed to; the Prefect 3.9 UI cannot
+    render that input kind (blank task-run pages, "Invalid TaskInputResponse", an empty Task Runs tab).
+    `quote` would keep tasks from recording it but reaches a subflow's parameters as a list, and run_deployment
+    takes JSON, so the pipeline passes JSON copies on. The originals stay referenced by the pipeline for the
+    whole run: Prefect looks a plain str or dict up by its id, which a freed object would hand to a new one."""
+    return json.loads(json.dumps(value))
 
 
 # -- stages that run in this process, or as deployment runs on the GPU pool (config.gpu_pool) --------
@@ -245,8 +298,8 @@ def tag_difficulty_stage(config: PipelineConfig, store: str, model: str, parent:
 
 def train_rl(config: PipelineConfig, store: str, parent: str, dataset: str, out: Path, rl_cfg, stage: str) -> None:
     data = str(DatasetRef(store, dataset))
-    if not config.gpu_pool:
-        rl_train_task(parent, data, str(out), rl_cfg, True, store, config.rl_nproc)
+    if not config.gpu_pool:  # the task run (and its artifacts) named by the stage: rl, rl-code
+        rl_train_task.with_options(task_run_name=stage)(parent, data, str(out), rl_cfg, True, store, config.rl_nproc)
         return
     run_stage_deployment(config, stage, "rl", {"model": parent, "data": data, "out": str(out),
                                                "config": asdict(rl_cfg), "resume": True, "store": store,
@@ -266,8 +319,8 @@ def evaluate_stage(config: PipelineConfig, stage: str, model: str, bench_path: s
     if row:
         return row, True
     name = config.eval_benchmark
-    if not config.gpu_pool:
-        return evaluate_task(model, name, bench_path, cfg, store), False
+    if not config.gpu_pool:  # the task run (and its artifacts) named by the stage: eval-base, eval-sft, eval-rl
+        return evaluate_task.with_options(task_run_name=stage)(model, name, bench_path, cfg, store), False
     run_stage_deployment(config, stage, "evaluate", {"model": model, "benchmarks": {name: bench_path},
                                                      "config": asdict(cfg), "store": store})
     row = find_evaluation(store, eval_id)
@@ -312,16 +365,20 @@ def _difficulty_counts(store: str, version_id: str) -> str:
 
 
 def report_pipeline(summary: dict, results: dict) -> None:
+    """The base / SFT / RL comparison as a table, a chart and a report on the pipeline run's page."""
     from tasks.reporting import plot_bars
 
+    bench, k = summary["benchmark"], summary["k"]
     table = [{"stage": s, "checkpoint": r["checkpoint"], "avg_at_k": round(r["avg_at_k"], 4),
               "pass_at_k": round(r["pass_at_k"], 4), "n_problems": r["n_problems"]} for s, r in results.items()]
     create_table_artifact(key="pipeline-comparison", table=table,
-                          description=f"{summary['benchmark']}: avg@{summary['k']} of base / SFT / RL")
+                          description=f"{bench}: avg@{k} and pass@{k} of the base, SFT and RL checkpoints")
     png = plot_bars({s: r["avg_at_k"] for s, r in results.items()}, Path(tempfile.mkdtemp()) / "cmp.png",
-                    f"{summary['benchmark']} avg@{summary['k']}")
-    create_image_artifact(image_url=png_data_url(png), key="pipeline-comparison-chart",
-                          description="held-out avg@k by stage")
-    create_markdown_artifact(key="pipeline-report", markdown=(
-        "# Pipeline\n\n" + "".join(f"- {k}: `{v}`\n" for k, v in summary.items()) +
+                    f"{bench} avg@{k}")
+    alt = f"{bench} avg@{k} by stage: " + ", ".join(f"{s} {r['avg_at_k']:.3f}" for s, r in results.items())
+    create_markdown_artifact(key="pipeline-comparison-chart", markdown=chart_markdown(png, alt),
+                             description=f"Held-out {bench} avg@{k} by stage")
+    create_markdown_artifact(key="pipeline-report", description="Where the run's dataset, checkpoints and "
+                             "catalog are, and the held-out figures", markdown=(
+        "# Pipeline\n\n" + "".join(f"- {name}: `{value}`\n" for name, value in summary.items()) +
         f"\nCatalog: `{Store(summary['store']).catalog_path}`\n"))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 from prefect import flow
-from prefect.artifacts import create_image_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.prefect_ui import ConfigForm, flow_run_namer, one_line_failures, short_name
 from storage.checkpoints import recorded_checkpoint_id
@@ -16,7 +16,7 @@ from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
 from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
-from tasks.reporting import plot_arms, png_data_url
+from tasks.reporting import chart_markdown, plot_arms
 from tasks.training.ablation import (TRAINING_FIGURES, ablation_markdown, arm_config, arms, label, pairwise,
                                      run_figures, summarize, training_figures)
 from tasks.training.metrics import read_metrics
@@ -46,17 +46,32 @@ def rl(model: str, data: str, out: str, config: Annotated[RLConfig, ConfigForm(R
     return rl_train_task(model, data, out, config, resume, store, nproc)
 
 
-@flow(name="ablate", log_prints=True)
+@flow(name="ablate", log_prints=True, validate_parameters=False,
+      flow_run_name=flow_run_namer("ablate", lambda param: "-".join(param("vary", {}) or {}) or "arms"))
+@one_line_failures
 def ablate(model: str, data: str, out: str, benchmark: str,
            vary: dict[str, list] = {"loss": ["gppo", "grpo", "cispo"]}, seeds: list[int] = [1, 2],
-           config: RLConfig = RLConfig(), store: str | None = None, nproc: int = 1,
-           arm_list: list[dict] | None = None) -> dict:
+           config: Annotated[RLConfig, ConfigForm(RLConfig)] = RLConfig(), store: str | None = None,
+           nproc: int = 1, arm_list: list[dict] | None = None) -> dict:
     """Train one RL run per (arm, seed) from the same model and data — the arms are every combination of
     the `vary` values (tasks/training/ablation.py), or `arm_list` as given — evaluating held-out avg@k at
     step 0 and every `config.eval_every` steps; report per arm the held-out figures (step 0, final, best,
     gain, area under the curve), each a mean over seeds with its 95% interval, and for each pair of arms
     whether their areas are separated at 95% (Welch's t). Runs are content-addressed under `out`: a rerun
-    trains nothing, an added seed or arm trains only that run."""
+    trains nothing, an added seed or arm trains only that run.
+
+    Args:
+        model: HF model directory every run starts from (usually the SFT checkpoint)
+        data: a store (its current dataset), STORE#VERSION, or a canonical .jsonl/.parquet file
+        out: directory of the runs (one per arm and seed, content-addressed) and the ablation's chart and tables
+        benchmark: held-out canonical file evaluated at step 0 and every `config.eval_every` steps
+        vary: RL setting → the values to try; the arms are every combination
+        seeds: the seeds each arm runs with
+        config: the RL settings every arm starts from (`klear ablate`'s flags)
+        store: store whose catalog records the checkpoints and the ablation (default: the one `data` names)
+        nproc: processes (GPUs) for torchrun per run; 1 trains in the flow's own process
+        arm_list: the arms as given (each a dict of settings), instead of the combinations of `vary`
+    """
     store = store or store_of(data) or resolve_store(None)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
     chosen = arm_list if arm_list else arms(vary)
@@ -67,7 +82,8 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     runs, curves = [], {}
     for arm, seed, run_cfg in plan:
         run_out = run_dir(out, model, data, run_cfg)
-        res = finished_run(run_out) or rl_train_task(model, data, str(run_out), run_cfg, True, store, nproc)
+        named = rl_train_task.with_options(task_run_name=f"rl {label(arm)} seed {seed}")  # its artifacts too
+        res = finished_run(run_out) or named(model, data, str(run_out), run_cfg, True, store, nproc)
         metrics = read_metrics(run_out)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
                      **res, **run_figures(metrics), **training_figures(metrics)})
@@ -83,9 +99,9 @@ def ablate(model: str, data: str, out: str, benchmark: str,
          "vary": None if arm_list else vary, "arms": arm_list, "seeds": seeds, "config": asdict(cfg),
          "table": table, "pairs": pairs, "runs": runs}, indent=1, default=str))
     (Path(out) / f"{ablation}.md").write_text(ablation_markdown(table, pairs, cfg.eval_k, seeds))
-    create_image_artifact(image_url=png_data_url(chart), key="ablation-chart",
-                          description="per arm, mean over seeds with 95% bands: held-out avg@k, token entropy and "
-                                      "the gradient's shares from the low / high clip regions, by step")
+    create_markdown_artifact(key="ablation-chart", markdown=chart_markdown(chart, f"Ablation {ablation} by step"),
+                             description="per arm, mean over seeds with 95% bands: held-out avg@k, token entropy "
+                                         "and the gradient's shares from the low / high clip regions, by step")
     create_table_artifact(key="ablation-table", table=table,
                           description=f"Ablation {ablation}: held-out avg@{cfg.eval_k}, mean (95% interval) over "
                                       f"seeds {seeds}")

@@ -1,4 +1,5 @@
-"""Prefect glue shared by the stage wrappers: progress lines into the run's log and a progress artifact."""
+"""Prefect glue shared by the stage wrappers: progress lines into the run's log and a progress artifact, and
+artifact keys named by the stage that made them."""
 from __future__ import annotations
 
 import re
@@ -34,3 +35,13 @@ def progress_feed(key: str, description: str) -> Callable[[str], None]:
             update_progress_artifact(artifact, progress=percent, description=text)
 
     return feed
+
+
+def run_artifact_key(what: str = "") -> str:
+    """An artifact key made from the current task run's name and `what`: `rl-code` + `reward-curve` →
+    `rl-code-reward-curve`. A stage task is named by its stage (the pipeline's `eval-base`, `rl-code`), so
+    the pipeline's three evaluations or two RL stages leave artifacts that say which is which."""
+    from prefect import runtime
+
+    return artifact_key(f"{runtime.task_run.name or 'run'} {what}")
+

@@ -7,29 +7,35 @@ from dataclasses import asdict
 from pathlib import Path
 
 from prefect import task
-from prefect.artifacts import create_image_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from storage.store import Store
 from tasks.evaluation.difficulty import build_difficulty_version
 from tasks.evaluation.evaluate import EvalConfig, evaluate
 from tasks.evaluation.record import record_evaluation
-from tasks.prefect_tasks import progress_feed
-from tasks.reporting import plot_bars, png_data_url
+from tasks.prefect_tasks import progress_feed, run_artifact_key
+from tasks.reporting import chart_markdown, plot_bars
+
+EVAL_COLUMNS = ("model", "checkpoint", "benchmark", "k", "avg_at_k", "pass_at_k", "n_problems", "infra")
 
 
-@task(name="evaluate", cache_policy=NONE)
+@task(name="evaluate", task_run_name="eval-{name}", cache_policy=NONE)
 def evaluate_task(model: str, name: str, path: str, config: EvalConfig, store: str | None, nproc: int = 1) -> dict:
-    feed = progress_feed(f"eval-{name}-progress", f"{name}: {config.k} samples per problem of {model}"
+    """Sample and grade `model` on benchmark `name`; its catalog row. Its artifacts are keyed by the task
+    run's name: `eval-NAME` here, the stage's (`eval-base`, `eval-sft`, `eval-rl`) in the pipeline."""
+    feed = progress_feed(run_artifact_key("progress"), f"{name}: {config.k} samples per problem of {model}"
                          + (f" in {nproc} processes" if nproc > 1 else ""))
     result = evaluate(model, name, path, config, feed=feed, nproc=nproc)
     row = record_evaluation(model, result, config, store)
-    create_table_artifact(key=f"eval-{name.lower().replace('_', '-')}", table=[row],
-                          description=f"{name}: avg@{config.k} and pass@{config.k}")
+    shown = {"model": Path(model).name, **row}  # the directory says which (base-…, sft-…, rl-…); the id does not
+    create_table_artifact(key=run_artifact_key(), table=[{c: shown.get(c) for c in EVAL_COLUMNS}],
+                          description=f"{name}: avg@{config.k} and pass@{config.k} of `{Path(model).name}` "
+                                      f"(checkpoint `{row['checkpoint']}`), {row['n_problems']} problems")
     return row
 
 
-@task(name="tag-difficulty", cache_policy=NONE)
+@task(name="tag-difficulty", task_run_name="tag-difficulty", cache_policy=NONE)
 def tag_difficulty_task(store: str | None, model: str, config, parent: str | None = None, nproc: int = 1) -> dict:
     feed = progress_feed("difficulty-progress", f"difficulty tags by {config.k} samples of {model}"
                          + (f" in {nproc} processes" if nproc > 1 else ""))
@@ -41,7 +47,10 @@ def tag_difficulty_task(store: str | None, model: str, config, parent: str | Non
     order = [t for t in ("easy", "medium", "hard", "unsolved", "unknown") if t in counts]
     png = plot_bars({t: counts[t] for t in order}, Path(tempfile.mkdtemp()) / "difficulty.png",
                     f"difficulty by {config.k} samples of {version.parameters['model']}")
-    create_image_artifact(image_url=png_data_url(png), key="difficulty-histogram",
-                          description=f"Difficulty tags of {version.id}")
-    create_table_artifact(key="difficulty-counts", table=[{"difficulty": t, "problems": counts[t]} for t in order])
+    alt = "problems by difficulty: " + ", ".join(f"{t} {counts[t]}" for t in order)
+    create_markdown_artifact(key="difficulty-histogram", markdown=chart_markdown(png, alt),
+                             description=f"Difficulty tags of `{version.id}` by {config.k} samples per problem")
+    create_table_artifact(key="difficulty-counts", table=[{"difficulty": t, "problems": counts[t]} for t in order],
+                          description=f"Problems of `{version.id}` by difficulty tag (pass rate of {config.k} "
+                                      f"samples: hard below {config.hard_below}, easy from {config.easy_from})")
     return asdict(version)

@@ -49,24 +49,25 @@ class PipelineConfig:
     #   because RL rewards whatever the tests accept, so weak tests pay wrong programs (StrengthConfig says
     #   why each number); weak_tests="tag" keeps them, flagged in `verifications`
     base_model: str | None = None                 # an HF model dir; None: `klear model init` tiny preset
-    model_preset: str = "tiny"
-    seed: int = 0
-    sft: SFTConfig = field(default_factory=_demo_sft)
-    sft_nproc: int = 1                            # >1: SFT as a torchrun subprocess over that many GPUs/ranks
+    model_preset: str = "tiny"                    # the base model's size when base_model is None
+    seed: int = 0                                 # demo data, base model, curation's MinHash, sampling
+    sft: SFTConfig = field(default_factory=_demo_sft)  # SFT settings (the demo's: 8 epochs of 8 × 256 tokens)
+    sft_nproc: int = 1                            # above 1: SFT as a torchrun subprocess over that many GPUs/ranks
     #   (sft.strategy "ddp" or "fsdp"); not part of the SFT stage's content key
     difficulty_k: int = 2                         # samples per problem for difficulty tags (0: skip)
-    rl: RLConfig = field(default_factory=_demo_rl)
-    rl_nproc: int = 1                             # >1: RL as a torchrun subprocess over that many GPUs/ranks
+    rl: RLConfig = field(default_factory=_demo_rl)  # RL settings (the demo's: 20 steps of GPPO on math)
+    rl_nproc: int = 1                             # above 1: RL as a torchrun subprocess over that many GPUs/ranks
     #   (rl.strategy "ddp" or "fsdp"); not part of the RL stage's content key
     rl_code: RLConfig | None = None               # a second RL stage from the first's checkpoint (the paper:
     #   math RL, then code RL with its own lr, mini-batches, domains and pass-rate window), evaluated too;
     #   None: one stage. The demo keeps one (math): a tiny model's code rewards are all wrong answers, so
     #   every code group has zero variance and a code stage would train nothing
-    eval_k: int = 4
-    eval_max_tokens: int = 160
+    eval_k: int = 4                               # samples per held-out problem (avg@k, pass@k)
+    eval_max_tokens: int = 160                    # response budget of difficulty tags and evaluations
     gpu_pool: bool = False                        # SFT, tags, RL, evals as deployment runs (klear-gpu pool)
     #   that show as child runs of the pipeline run; False: all in the pipeline's own process (the demo)
-    gpu_deployments: dict[str, str] = field(default_factory=lambda: dict(GPU_DEPLOYMENTS))  # overrides
+    gpu_deployments: dict[str, str] = field(default_factory=lambda: dict(GPU_DEPLOYMENTS))  # with gpu_pool:
+    #   stage → FLOW/DEPLOYMENT it runs as (sft, tag-difficulty, rl, evaluate)
 
     def __post_init__(self) -> None:
         """Ranges, names and files, checked when the config is made (the CLI and a deployment run alike):

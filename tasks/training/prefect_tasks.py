@@ -1,6 +1,7 @@
 """Thin Prefect wrappers for training: while it runs, a progress line every few seconds in the run log
-and a progress artifact (tasks/prefect_tasks.py); after, a loss-curve image and a markdown report, and
-the checkpoint registered with lineage."""
+and a progress artifact (tasks/prefect_tasks.py); after, a loss or reward chart and a markdown report, and
+the checkpoint registered with lineage. Their artifacts are keyed by the task run's name: `sft-…`, `rl-…`,
+and in the pipeline each RL stage's own (`rl-code-…`)."""
 from __future__ import annotations
 
 import json
@@ -8,22 +9,22 @@ from dataclasses import asdict
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_image_artifact, create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
-from tasks.prefect_tasks import progress_feed
+from tasks.prefect_tasks import progress_feed, run_artifact_key
 from tasks.progress import ProgressLine, StepProgress
-from tasks.reporting import png_data_url
+from tasks.reporting import chart_markdown
 from tasks.training.lineage import register_checkpoint
 from tasks.training.launch import run_rl, run_sft
 from tasks.training.rl_data import Selection
 from tasks.training.sft import SFTConfig
 
 
-@task(name="sft-train", cache_policy=NONE)
+@task(name="sft-train", task_run_name="sft", cache_policy=NONE)
 def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: bool, store: str | None,
                    nproc: int = 1) -> dict:
-    feed = progress_feed("sft-progress", f"SFT {out}")
+    feed = progress_feed(run_artifact_key("progress"), f"SFT {out}")
     watch = StepProgress("sft", start_step=None, mode="off", feed=feed)  # the terminal has train_sft's own
 
     def on_step(step: int, total: int, values: dict) -> None:
@@ -36,9 +37,11 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
     batch_line = batch.get("batch_size_auto") or f"batch size {batch.get('batch_size')}"
     get_run_logger().info("%s", batch_line)
     row = register_checkpoint(out, "sft", model, result.dataset, {"sft": asdict(config), "data": data}, store)
-    create_image_artifact(image_url=png_data_url(Path(out) / "loss.png"), key="sft-loss-curve",
-                          description=f"SFT loss, {result.steps} steps")
-    create_markdown_artifact(key="sft-report", markdown=(
+    alt = f"SFT loss by step: {result.losses[0]:.4f} → {result.losses[-1]:.4f} over {result.steps} steps"
+    create_markdown_artifact(key=run_artifact_key("loss-curve"), markdown=chart_markdown(Path(out) / "loss.png", alt),
+                             description=f"SFT loss by step, {result.steps} steps")
+    create_markdown_artifact(key=run_artifact_key("report"), description=f"SFT checkpoint `{row['id']}`: "
+                             "where it is, what it trained on, its loss", markdown=(
         f"# SFT checkpoint `{row['id']}`\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
         f"- dataset: `{result.dataset}` ({result.examples} examples, {result.truncated} truncated)\n"
         f"- steps: {result.steps}, loss {result.losses[0]:.4f} → {result.losses[-1]:.4f}\n"
@@ -47,11 +50,11 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
             "last_loss": result.losses[-1], "dataset": result.dataset}
 
 
-@task(name="rl-train", cache_policy=NONE)
+@task(name="rl-train", task_run_name="rl", cache_policy=NONE)
 def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None,
                   nproc: int = 1) -> dict:
     watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
-                         feed=progress_feed("rl-progress", f"RL ({config.loss}) {out}"))
+                         feed=progress_feed(run_artifact_key("progress"), f"RL ({config.loss}) {out}"))
     rollouts = config.prompts_per_step * config.rollouts_per_prompt
 
     def on_step(step: int, total: int, values: dict) -> None:
@@ -65,10 +68,14 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
     get_run_logger().info("RL problems: %s", selection.line())
     row = register_checkpoint(out, "rl", model, result["dataset"],
                               {"rl": asdict(config), "data": data, "selection": selection.as_dict()}, store)
-    create_image_artifact(image_url=png_data_url(Path(out) / "reward.png"), key="rl-reward-curve",
-                          description=f"RL reward ({config.loss}), {result['steps']} steps")
     m = [r for r in result["metrics"] if "reward_mean" in r]  # the steps' rows (step 0 holds only the held-out figure)
-    create_markdown_artifact(key="rl-report", markdown=(
+    alt = (f"RL reward ({config.loss}) by step: {m[0]['reward_mean']:.3f} → {m[-1]['reward_mean']:.3f} over "
+           f"{result['steps']} steps")
+    create_markdown_artifact(key=run_artifact_key("reward-curve"),
+                             markdown=chart_markdown(Path(out) / "reward.png", alt),
+                             description=f"RL reward ({config.loss}) by step, {result['steps']} steps")
+    create_markdown_artifact(key=run_artifact_key("report"), description=f"RL checkpoint `{row['id']}` "
+                             f"({config.loss}): where it is, its problems, reward and accuracy", markdown=(
         f"# RL checkpoint `{row['id']}` ({config.loss})\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
         f"- dataset: `{result['dataset']}`\n- problems: {selection.line()}\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
         f"{m[-1]['reward_mean']:.3f}, accuracy {m[0]['accuracy']:.3f} → {m[-1]['accuracy']:.3f}\n"))

@@ -12,7 +12,7 @@ from tasks.verification.verify import VerifyConfig
 from tasks.verification.verify_dataset import build_validated_version
 
 
-@task(name="validate-code", cache_policy=NONE)
+@task(name="validate-code", task_run_name="validate-code", cache_policy=NONE)
 def validate_code_task(store_root: str | None, parent: str, min_tests: int, workers: int = 2,
                        dask_address: str | None = None, strength=None) -> dict:
     logger = get_run_logger()

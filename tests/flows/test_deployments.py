@@ -3,8 +3,9 @@ from the repo, the cron schedules in `prefect deployment ls`, and one process wo
 klear-gpu) on this machine, sharing the store by path. In that one server session (its start and
 `deploy --all` are most of the fixed cost):
 
-- a deployment run of `rl/default` with a bad config (`lr` -1, `loss` "nope") ends Failed before any
-  training, the config's one-line error in the run's state message;
+- a deployment run of `rl/default` with a bad config (`lr` -1) ends Failed before any training, the
+  config's one-line error in the run's state message and once in its log, no traceback; a choice off its
+  list (`loss` "nope") is refused before a run exists (the deployment's form has the list);
 - `pipeline/demo` at the smallest size with `gpu_pool` on ends Completed with base/SFT/RL evaluations in
   the catalog; its SFT, difficulty, RL and evaluation stages ran as flow runs of their deployments on
   klear-gpu, each a child of the pipeline run (parent task run in the pipeline's flow run);
@@ -119,17 +120,26 @@ def test_deploy_all_and_route_pipeline_demo_to_the_gpu_pool(tmp_path):
         routed = {"store": str(store), "config": {**dataclasses.asdict(_config(store)), "store": None,
                                                   "gpu_pool": True}}
         first = _run_deployment("pipeline/demo", routed, env)
-        bad = {field: _run_deployment("rl/default", {"model": str(tmp_path / "no-model"), "data": str(store),
-                                                     "out": str(tmp_path / f"rl-bad-{field}"),
-                                                     "config": {field: value}}, env)
-               for field, value in (("lr", -1), ("loss", "nope"))}
+        bad_run = {"model": str(tmp_path / "no-model"), "data": str(store), "out": str(tmp_path / "rl-bad-lr"),
+                   "config": {"lr": -1}}
+        bad = {"lr": _run_deployment("rl/default", bad_run, env)}
+        # a choice off its list (the form's enum) is refused before a run exists, one line naming field and list
+        refused = subprocess.run([str(BIN / "prefect"), "deployment", "run", "rl/default", "--params",
+                                  json.dumps({**bad_run, "config": {"loss": "nope"}})], cwd=REPO, env=env,
+                                 capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        assert refused.returncode != 0 and "'config.loss'" in refused.stdout, refused.stdout
+        assert "'nope' is not one of [" in refused.stdout and "'gppo'" in refused.stdout, refused.stdout
 
         for field, run_id in bad.items():  # refused by RLConfig's own checks, before any training
             run = _wait_final(api, run_id, BAD_RUN_TIMEOUT_S, workers)
             message = run["state"]["message"] or ""
             assert run["state_type"] == "FAILED" and run["work_pool_name"] == "klear-gpu", (run["state_name"], message)
+            assert message.startswith("rl: parameter config: ") and "\n" not in message, message
             assert re.search(rf"\b{field} \(--{field}\) must be ", message), message
             assert not (tmp_path / f"rl-bad-{field}").exists()
+            logs = _run_logs(api, run_id, message)  # the run's log says it once, at ERROR, without a traceback
+            assert [(lv, m) for lv, m in logs if message in m] == [(40, message)], logs
+            assert not any("Traceback" in m for _, m in logs), logs
 
         run = _wait_final(api, first, RUN_TIMEOUT_S, workers)
         assert run["state_type"] == "COMPLETED", f"{run['state_name']}: {run['state']['message']}\n{_logs(tmp_path)}"
@@ -191,6 +201,11 @@ def _check_deployments(api: str, env: dict) -> dict[str, dict]:
     assert by_name["pipeline/nightly"]["parameters"] == {"config": {"gpu_pool": True}}
     demo = by_name["pipeline/demo"]
     assert "store" in demo["parameter_openapi_schema"]["properties"]
+    form = demo["parameter_openapi_schema"]["definitions"]  # the run form `deploy` built (tests/flows/test_ui_forms.py)
+    assert set(form) == {"PipelineConfig"} and "enum" in form["PipelineConfig"]["properties"]["model_preset"]
+    assert all(p.get("description") for p in form["PipelineConfig"]["properties"].values())
+    rl_form = by_name["rl/default"]["parameter_openapi_schema"]["definitions"]["RLConfig"]["properties"]
+    assert {"gppo", "grpo", "cispo"} <= set(rl_form["loss"]["enum"])
     assert demo["pull_steps"] == [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}]
     for name in ("pipeline/nightly", "curate/nightly"):  # no nightly run may start during the test
         _cli(["deployment", "schedule", "pause", name, str(by_name[name]["schedules"][0]["id"])], env)
@@ -212,6 +227,18 @@ def _wait_final(api: str, run_id: str, seconds: float, workers: dict) -> dict:
         for pool, worker in workers.items():
             assert worker.poll() is None, f"{pool} worker exited"
         assert time.monotonic() < deadline, f"run {run['name']} {run['state_type']} after {seconds} s"
+        time.sleep(1)
+
+
+def _run_logs(api: str, run_id: str, line: str, seconds: float = 30) -> list[tuple[int, str]]:
+    """The run's log as (level, message), once `line` is in it (a worker's process ships its log as it
+    exits; a bounded poll)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200},
+                          timeout=10).json()
+        if any(line in r["message"] for r in logs) or time.monotonic() > deadline:
+            return [(r["level"], r["message"]) for r in logs]
         time.sleep(1)
 
 

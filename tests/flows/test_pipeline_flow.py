@@ -1,8 +1,14 @@
 """The end-to-end pipeline at the smallest size under a real Prefect server: every stage runs, the
 catalog holds the lineage, a second run recomputes nothing, a changed setting reruns only the stages
-after it; and the paper's two RL stages (math, then code from its checkpoint)."""
+after it; and the paper's two RL stages (math, then code from its checkpoint). The first run is also read
+back as the Prefect UI reads it (task inputs it can render, names by stage, artifacts), and failed runs
+beside it (bad rows, bad parameters) end in one line."""
+import json
+
 import duckdb
 import pytest
+
+UI_INPUT_KINDS = {"task_run", "parameter", "constant"}  # what the UI's TaskInputResponse mapper takes (3.9)
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -35,7 +41,8 @@ def test_pipeline_smallest_size(prefect_server, small_store, capsys):
     from flows.pipeline import pipeline
 
     store = small_store
-    s1 = pipeline(_config(store))
+    state = pipeline(_config(store), return_state=True)
+    s1 = state.result()
     first = _stage_ends(capsys.readouterr().err)
     assert [(name, how) for name, how, _ in first] == [
         ("demo-data", "done"), ("curate", "computed"), ("verify", "computed"), ("base-model", "computed"),
@@ -62,6 +69,8 @@ def test_pipeline_smallest_size(prefect_server, small_store, capsys):
     counts = json.loads(config)["selection"]["math"]  # RL data selected by the difficulty tags, counted
     assert counts.get("kept", 0) >= 1 and not counts.get("kept_untagged")
     assert set(counts) <= {"kept", "above_window", "not_rewardable"}
+    _assert_readable_in_the_ui(state.state_details.flow_run_id)
+    _assert_failures_are_one_line(store, s1["sft"])
 
     mtimes = {p: p.stat().st_mtime_ns for p in (store / "models").rglob("*.safetensors")}
     s2 = pipeline(_config(store))
@@ -108,6 +117,99 @@ def test_pipeline_two_rl_stages(prefect_server, small_store, capsys):
     again = {n: how for n, how, _ in _stage_ends(capsys.readouterr().err, total=12)}
     assert {n for n, how in again.items() if how == "computed"} == {"rl-code", "eval-rl-code"}
     assert s2["rl"] == s1["rl"] and s2["rl_code"] != s1["rl_code"]
+
+
+def _ui_view(run_id):
+    """The pipeline run with its subflow runs, their task runs, and the run's artifacts, read from the API."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter,
+                                                FlowRunFilterId, FlowRunFilterParentFlowRunId)
+
+    with get_client(sync_client=True) as client:
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id])))
+        runs = [client.read_flow_run(run_id), *children]
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[r.id for r in runs])),
+                                      limit=200)
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])), limit=200)
+    return runs, tasks, artifacts
+
+
+def _assert_readable_in_the_ui(run_id):
+    """Every task run of the pipeline run and of its subflows carries only input kinds the UI renders (a
+    subflow's result passed on is recorded as a `flow_run` input, which blanks its task-run page and the
+    run's Task Runs tab); runs, task runs and artifacts are named by what they are; every artifact says
+    what it shows; no chart prints its data URL; count tables in `klear curate`'s column order, 0 not blank."""
+    runs, tasks, artifacts = _ui_view(run_id)
+    kinds = {(t.name, k): {i.input_type for i in inputs} for t in tasks for k, inputs in t.task_inputs.items()}
+    assert {(where, kind) for where, got in kinds.items() for kind in got if kind not in UI_INPUT_KINDS} == set()
+    verify = [t for t in tasks if t.name.startswith("verify-") and "parent" in t.task_inputs]  # the subflow's task
+    assert verify and verify[0].task_inputs["parent"] == []  # curate's result, passed on as a plain value
+
+    names = {r.name for r in runs}
+    assert "pipeline-demo-0.05" in names and any(n.startswith("curate-") for n in names)
+    assert any(n.startswith("verify-") and n != "verify-current" for n in names)
+    assert {"eval-base", "eval-sft", "eval-rl", "rl", "sft", "tag-difficulty"} <= {t.name for t in tasks}
+
+    by_key = {a.key: a for a in artifacts}
+    assert {"eval-base", "eval-sft", "eval-rl", "sft-loss-curve", "rl-reward-curve", "dataset-counts",
+            "dataset-report", "difficulty-histogram", "pipeline-comparison", "pipeline-report"} <= set(by_key)
+    assert [a.key for a in artifacts if not (a.description or "").strip()] == []
+    assert [a.key for a in artifacts if a.type == "image"] == []  # the UI prints an image artifact's URL
+    assert "](data:image/png;base64," in by_key["sft-loss-curve"].data and "![SFT loss" in by_key["sft-loss-curve"].data
+    counts = json.loads(by_key["dataset-counts"].data)
+    assert list(counts[0])[:4] == ["source", "score", "rows_in", "kept"]
+    assert all(v is not None for row in counts for k, v in row.items() if k != "score")
+    assert {json.loads(by_key[f"eval-{s}"].data)[0]["model"].split("-")[0] for s in ("base", "sft", "rl")} == \
+        {"base", "sft", "rl"}
+
+
+def _assert_failures_are_one_line(store, model):
+    """Failed runs as a person reads them in the UI: bad rows given to `rl`, a bad RL parameter (JSON, as a
+    deployment passes it) and a bad pipeline parameter each end Failed with one line as the state message,
+    and the run's log holds that line once (at ERROR) and no traceback."""
+    from flows.pipeline import pipeline
+    from flows.rl import rl
+
+    bad = store.parent / "bad-rows.jsonl"
+    bad.write_text('{"problem": "What is 1 plus 1?"}\n')
+    states = {
+        "rows": rl(model=model, data=str(bad), out=str(store.parent / "rl-bad-rows"), return_state=True),
+        "lr": rl(model=model, data=str(bad), out=str(store.parent / "rl-bad-lr"), config={"lr": -1},
+                 return_state=True),
+        "pipeline": pipeline(config={"demo": False, "sources": {"s": str(store.parent / "missing.jsonl")}},
+                             store=str(store), return_state=True)}
+    for what, state in states.items():
+        assert state.is_failed(), (what, state)
+        line = state.message
+        assert "\n" not in line and len(line) < 400, (what, line)
+        logs = _logs_once_shipped(state.state_details.flow_run_id, line)
+        assert [(lv, m) for lv, m in logs if line in m] == [(40, line)], (what, line, logs)
+        assert not any("Traceback" in m for _, m in logs), (what, logs)
+    assert states["rows"].message.startswith(f"rl: {bad}: no rewardable problems")
+    assert states["lr"].message == "rl: parameter config: lr (--lr) must be above 0.0 (got -1.0)"
+    assert states["pipeline"].message.startswith("pipeline: parameter config: sources (--sources) s=")
+
+
+def _logs_once_shipped(run_id, line: str, seconds: float = 30) -> list[tuple[int, str]]:
+    """The flow run's log (its task runs' too), as the UI lists it: (level, message). Logs are shipped in
+    the background: flushed first, then read until `line` is there (a bounded poll)."""
+    import time
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()
+    deadline = time.monotonic() + seconds
+    while True:
+        with get_client(sync_client=True) as client:
+            logs = [(r.level, r.message) for r in client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]
+        if any(line in m for _, m in logs) or time.monotonic() > deadline:
+            return logs
+        time.sleep(0.5)
 
 
 def _stage_ends(err: str, total: int = 10) -> list[tuple[str, str, str]]:
