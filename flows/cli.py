@@ -8,7 +8,7 @@ import sys
 import typer
 
 from flows import cli_curate, cli_eval, cli_model, cli_pipeline, cli_rl, cli_sft, verify_cli
-from flows.cli_common import UserError, click_exceptions, early_defaults
+from flows.cli_common import INTERRUPTED, UserError, click_exceptions, early_defaults, fault_line, note_interrupts
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -26,8 +26,11 @@ verify_cli.register(app)  # verify, sandbox build|reap
 
 def main() -> None:
     early_defaults()  # every command (`klear verify`, `klear sandbox` too), before Prefect or transformers load
+    note_interrupts()
     try:
         rv = app(standalone_mode=False)
+        if INTERRUPTED.is_set():  # typer returns Ctrl-C's KeyboardInterrupt as a silent 130
+            raise KeyboardInterrupt
     except UserError as e:
         e.show()
         sys.exit(2)
@@ -46,6 +49,14 @@ def main() -> None:
     except TimeoutError as e:  # a store's catalog lock held past the bound (storage/file_lock.py)
         print(f"klear: error: {e}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: the work stopped (its processes with it); no traceback
+        print("klear: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as e:  # a store fault or a full disk met outside a flow: one line too (cli_common)
+        if (line := fault_line(e)) is None:
+            raise
+        UserError(line).show()
+        sys.exit(2)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -9,18 +9,89 @@ from flows.cli_common import UserError
 
 
 def check_store(root: str, flag: str = "--store") -> None:
-    """A local store must be a directory this process can write, or could create (it is created when the
-    first stage writes, so a refused invocation leaves nothing): one line otherwise (a file given as
-    --store, a parent that is a file, a read-only or forbidden place)."""
+    """A store root must be one a store can live at (storage/store.check_root: a URL this machine can open,
+    a remote root with its local $KLEAR_CATALOG, no character DuckDB reads as a pattern); a local one a
+    directory this process can write, or could create (it is created when the first stage writes, so a
+    refused invocation leaves nothing); and a catalog already there must be DuckDB files. One line
+    otherwise (a file given as --store, a parent that is a file, a read-only or forbidden place)."""
     from storage import paths
+    from storage.catalog import Catalog
+    from storage.claims import ClaimError, could_create_dir
+    from storage.errors import StoreError
+    from storage.store import Store, check_root
+
+    try:
+        check_root(root)
+    except StoreError as e:
+        raise UserError(f"{flag} {e}") from None
+    if paths.is_local(root):
+        try:
+            could_create_dir(root.removeprefix("file://"))
+        except ClaimError as e:
+            raise UserError(f"{flag} {e}") from None
+    try:
+        Catalog(Store(root).catalog_path).check()
+    except StoreError as e:
+        raise UserError(f"{flag} {root}: {e}") from None
+
+
+def check_work_dir(path: str, flag: str = "--work-dir") -> None:
+    """A scratch directory (curation's parts and spill files) must be a directory this process can write,
+    or could create: one line otherwise (a file, a parent that is a file, a read-only place). Creates nothing."""
     from storage.claims import ClaimError, could_create_dir
 
-    if not paths.is_local(root):
-        return
     try:
-        could_create_dir(root.removeprefix("file://"))
+        could_create_dir(path)
     except ClaimError as e:
         raise UserError(f"{flag} {e}") from None
+
+
+def check_backend(backend: str, flag: str = "--backend") -> None:
+    """`--backend vllm` needs a vLLM that imports: one line before any work, not an ImportError in a flow.
+    It is imported here (the engine imports it anyway, in this process when it runs here); `auto` picks
+    vLLM only when it is there (tasks/generation/engine.py), so it needs no check."""
+    if backend != "vllm":
+        return
+    import importlib
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):  # a vllm module entry of None, a broken parent package
+        found = False
+    if not found:
+        raise UserError(f"{flag} vllm: vLLM is not installed in this environment (scripts/install-vllm.sh, "
+                        "or --backend hf)")
+    try:
+        importlib.import_module("vllm")
+    except Exception as e:  # an install built for another torch or CUDA fails in several ways
+        why = (str(e).strip().splitlines() or [""])[0][:160]
+        raise UserError(f"{flag} vllm: vLLM cannot be imported ({type(e).__name__}: {why}); reinstall it "
+                        "(scripts/install-vllm.sh) or use --backend hf") from None
+
+
+def check_input_file(label: str, path: str) -> None:
+    """A file the command will read, before any work: a URL this machine can open (a known protocol whose
+    library is installed), and locally not a FIFO, socket or device (a source is read more than once:
+    hashed, then ingested; a pipe would block or give its rows once). `label` names the flag: one line
+    `LABEL: why`. A missing file or a directory is left to the format's own check, which says so."""
+    import stat
+
+    from storage import paths
+
+    if why := paths.url_problem(path):
+        raise UserError(f"{label}: {why}")
+    if not paths.is_local(path) or path.startswith("hf:"):
+        return
+    try:
+        mode = os.stat(path.removeprefix("file://")).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "a device"
+        raise UserError(f"{label}: is {kind}, not a regular file (it is read more than once: save it to a "
+                        "file first)")
 
 
 def claim_out(out: str, flag: str = "--out") -> None:
@@ -87,6 +158,15 @@ def store_root(store: str | None) -> str:
     return root
 
 
+def check_record_store(data: str) -> None:
+    """Without --store, a trainer records its checkpoint in the store --data names (check_data checked it),
+    else in the default store ($KLEAR_STORE or ./klear-store): that one is checked like a --store."""
+    from storage.store import store_of
+
+    if store_of(data) is None:
+        store_root(None)
+
+
 def _without_path(message: str, path: str) -> str:
     """`PATH: why` → `why`, so a message that already names the file does not name it twice."""
     return message[len(path):].lstrip(": ") if message.startswith(path) else message
@@ -100,6 +180,7 @@ def check_benchmark(label: str, path: str, model: str | None = None, max_tokens:
     from tasks.evaluation.evaluate import check_benchmark_fits, load_benchmark
     from tasks.models.checks import ModelDirError, check_model_dir
 
+    check_input_file(label, path)
     try:
         check_source_file(path)
         load_benchmark(path)
@@ -139,6 +220,7 @@ def check_source_path(flag: str, name: str, path: str) -> None:
     from storage import paths
     from tasks.records.sources import SourceError, check_source_file
 
+    check_input_file(f"{flag} {name}={path}", path)
     try:
         kind = check_source_file(path)
     except SourceError as e:
@@ -171,6 +253,7 @@ def check_data(data: str) -> None:
     """DATA is a file, a store directory, or `STORE#VERSION` (a store's pinned dataset version)."""
     from storage.refs import data_ref
 
+    check_input_file(f"--data {data}", data)
     try:
         ref = data_ref(data)
     except ValueError as e:
@@ -188,7 +271,9 @@ def check_data(data: str) -> None:
 
         try:
             current = Store(ref.store).current_version()
-        except Exception as e:  # a catalog file that is not DuckDB, unreadable, ...
+        except ValueError as e:  # a catalog file that is not DuckDB (StoreError: its one line), ...
+            raise UserError(f"--data {data}: not a readable store ({e})") from None
+        except Exception as e:  # unreadable, ...
             raise UserError(f"--data {data}: not a readable store ({type(e).__name__})") from None
         if current is None:
             raise UserError(f"--data {data}: a directory that is not a store with a curated dataset "

@@ -1,11 +1,17 @@
-"""Shared CLI plumbing: user errors are one line on stderr and exit 2, never a traceback; the Prefect
-environment of a CLI run; the console and options every command shares."""
+"""Shared CLI plumbing: user errors are one line on stderr and exit 2, never a traceback — a store fault or
+a full disk met anywhere too (`fault_line`); Ctrl-C ends a command with the one line `klear: interrupted`
+and exit 130, its worker processes' tracebacks dropped; the Prefect environment of a CLI run; the console
+and options every command shares."""
 from __future__ import annotations
 
 import logging
 import os
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import typer
 from rich.console import Console
@@ -101,7 +107,18 @@ def quiet_terminal_logging() -> dict[str, str]:
 
 
 def quiet_prefect_defaults() -> None:
-    """Keep a CLI run's Prefect noise down unless the user configured Prefect themselves."""
+    """Before a command's flow: Prefect's settings for a CLI run (`prefect_env_defaults`), a configured
+    Prefect API that answers (else one line), and a temporary server that lives no longer than this
+    command (flows/cli_prefect.py)."""
+    from flows.cli_prefect import tie_temporary_server
+
+    check_prefect_api()
+    tie_temporary_server()
+
+
+def prefect_env_defaults() -> None:
+    """Keep a CLI run's Prefect noise down unless the user configured Prefect themselves. Environment only,
+    and before anything imports Prefect: its settings are read once, when it is imported."""
     early_defaults()
     if "PREFECT_LOGGING_LEVEL" not in os.environ:
         os.environ.update(quiet_terminal_logging())
@@ -110,7 +127,132 @@ def quiet_prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
+_API_CHECKED: set[str] = set()
+
+
+def check_prefect_api() -> None:
+    """UserError (one line naming the URL) when a configured Prefect API does not answer (flows/cli_prefect
+    .api_problem), before any work and before anything is created; nothing when none is configured (a
+    temporary server starts then). Probed once per process; sets `prefect_env_defaults` first."""
+    from flows.cli_prefect import api_problem, api_url
+
+    prefect_env_defaults()
+    url = api_url()
+    if url is None or url in _API_CHECKED:
+        return
+    if why := api_problem(url):
+        raise UserError(f"PREFECT_API_URL {url}: {why}; start the server (prefect server start) or unset "
+                        "PREFECT_API_URL to use a temporary one")
+    _API_CHECKED.add(url)
+
+
+# -- Ctrl-C: one line, the work stopped --------------------------------------------------------------------
+
+INTERRUPTED = threading.Event()  # set by the first Ctrl-C (SIGINT) of this command
+
+
+def note_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt as before, and is noted first: typer turns the KeyboardInterrupt into
+    a silent exit 130 and Prefect logs its run's crash, so main() and the console filter need to know it
+    was the user's Ctrl-C to print one line instead. Left alone when SIGINT is not Python's default
+    handler (ignored, or someone else's)."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def on_sigint(signum, frame):
+        INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+@contextmanager
+def quiet_children_after_interrupt() -> Iterator[None]:
+    """For a block that starts worker processes writing to this terminal (torchrun and its ranks): their
+    stderr — file descriptor 2, which they inherit — goes through a pipe that a thread copies to the real
+    stderr as it comes, until Ctrl-C. The terminal's Ctrl-C reaches every process of the foreground
+    group: torchrun prints its SignalException traceback and each rank its KeyboardInterrupt traceback
+    while they stop, and those are dropped, so the command ends with its one line. Everything they print
+    before (a failing rank's error included) is shown as it comes. This process's own sys.stderr keeps
+    the real stderr (its progress lines and the final line are not delayed)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    saved_stderr = sys.stderr
+    sys.stderr = os.fdopen(os.dup(real), "w", buffering=1, encoding=getattr(saved_stderr, "encoding", None),
+                           errors=getattr(saved_stderr, "errors", None))
+    stop = threading.Event()
+    relay = threading.Thread(target=_relay, args=(read_end, real, stop), name="klear-stderr-relay", daemon=True)
+    relay.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)
+        own, sys.stderr = sys.stderr, saved_stderr
+        stop.set()
+        relay.join(timeout=RELAY_DRAIN_S * 10)
+        own.close()
+        os.close(real)
+        if not relay.is_alive():
+            os.close(read_end)
+
+
+RELAY_DRAIN_S = 0.2  # once the block is over, what the pipe still holds is copied until it is quiet this long
+
+
+def _relay(read_end: int, out: int, stop: threading.Event) -> None:
+    """Copy the pipe to `out` until the block ends and the pipe is drained (or closed); drop after Ctrl-C."""
+    import select
+
+    while True:
+        ready, _, _ = select.select([read_end], [], [], RELAY_DRAIN_S)
+        if not ready:
+            if stop.is_set():
+                return
+            continue
+        data = os.read(read_end, 1 << 16)
+        if not data:
+            return
+        if not INTERRUPTED.is_set():
+            _write_all(out, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except OSError:  # the terminal is gone: nothing to show it on
+            return
+
+
 # -- user errors raised inside a flow: one line, not a Prefect traceback followed by the line ----------------
+
+def store_faults() -> tuple[type[BaseException], ...]:
+    """What the store raises for a fault the user can act on (storage/errors.py): always one line."""
+    from storage.errors import DiskFull, StoreError
+
+    return StoreError, DiskFull
+
+
+def fault_line(exc: BaseException) -> str | None:
+    """The one line for an exception that is the user's to act on wherever it is raised — a store fault, or
+    no room on the disk (any OSError saying so, the file it names) — else None (a bug keeps its traceback)."""
+    from storage.errors import is_disk_full
+
+    if isinstance(exc, store_faults()):
+        return str(exc)
+    if is_disk_full(exc):
+        where = getattr(exc, "filename", None)
+        why = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:200]
+        return f"{str(where) + ': ' if where else ''}no room left on the device ({type(exc).__name__}: {why}); " \
+               "free space and rerun"
+    return None
+
 
 class _DropUserErrors(logging.Filter):
     """Console filter: drops Prefect's report of a user error (the record carrying the exception, then the
@@ -122,8 +264,10 @@ class _DropUserErrors(logging.Filter):
         self.types, self.seen = types, []
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if INTERRUPTED.is_set() and record.levelno >= logging.ERROR:
+            return False  # Prefect's "Crash detected! ... interrupt signal": the CLI says "interrupted"
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, self.types):
+        if exc is not None and (isinstance(exc, self.types) or fault_line(exc)):
             self.seen.append(re.split(r"['\"\\\n]", str(exc), maxsplit=1)[0][:60])
             return False
         if record.levelno >= logging.ERROR and any(m and m in record.getMessage() for m in self.seen):
@@ -139,8 +283,10 @@ def _console_handlers() -> list[logging.Handler]:
 
 def run_flow(flow, *args, user_errors: tuple[type[BaseException], ...] = (ValueError,), **kwargs):
     """Run a Prefect flow; an exception of `user_errors` (the stage's way of saying the input is bad:
-    tasks raise ValueError naming file, row or directory) becomes a UserError, the one line the user sees,
-    and Prefect's console report of it is dropped. Other exceptions keep Prefect's report (a bug)."""
+    tasks raise ValueError naming file, row or directory) or a store fault (a store or catalog it cannot
+    use, no room on the disk: `fault_line`) becomes a UserError, the one line the user sees, and Prefect's
+    console report of it is dropped. Other exceptions keep Prefect's report (a bug)."""
+    user_errors = (*user_errors, *store_faults())
     flt = _DropUserErrors(user_errors)
     handlers = _console_handlers()
     for h in handlers:
@@ -149,6 +295,10 @@ def run_flow(flow, *args, user_errors: tuple[type[BaseException], ...] = (ValueE
         return flow(*args, **kwargs)
     except user_errors as e:
         raise UserError(str(e)) from None
+    except Exception as e:  # no room on the disk, whatever library met it (an OSError, safetensors' error)
+        if line := fault_line(e):
+            raise UserError(line) from None
+        raise
     finally:
         for h in handlers:
             h.removeFilter(flt)

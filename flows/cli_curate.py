@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_checks import check_source_path, store_root
+from flows.cli_checks import check_source_path, check_work_dir, store_root
 from flows.cli_common import StoreOpt, UserError, checked, console, parse_pairs, quiet_prefect_defaults, run_flow
 from flows.cli_config_options import build_config, with_config_options
 from tasks.curation.config import CurateConfig
@@ -77,11 +77,15 @@ def curate(
     """Ingest sources into one schema; drop malformed, duplicate, near-duplicate and contaminated rows (a
     benchmark's statement or, for code, its tests), rows dated on/after --cutoff-date (and, with
     --verify-code, code problems with too few tests, a failing reference or weak tests)."""
+    if min_tests < 0:
+        raise UserError(f"--min-tests must be at least 0 (got {min_tests})")
     strength = checked(lambda: StrengthConfig(mutants=mutants, max_survival=max_survival, weak_tests=weak_tests,
                                               mutant_seed=mutant_seed))
     config = build_curate_config(
         parse_pairs(source, "--source"), parse_pairs(benchmark, "--benchmark"), parse_pairs(layout, "--layout"),
         list(map_ or []), parse_pairs(domain, "--domain"), store=store_root(store), **settings)
+    if config.work_dir is not None:
+        check_work_dir(config.work_dir)
     from tasks.curation.steps import check_benchmarks
     from tasks.records.sources import SourceError
 
@@ -89,6 +93,10 @@ def curate(
         check_benchmarks(config.benchmarks)
     except SourceError as e:
         raise UserError(f"--benchmark {e}") from None
+    if verify_code and config.dask in (None, "local"):  # the sandboxes run here: a Docker engine must answer
+        from flows.verify_cli import docker_client
+
+        docker_client()
     if config.dask not in (None, "local"):  # before Prefect starts: a refused address fails in a second, not twenty
         from tasks.dask_client import refusal
 

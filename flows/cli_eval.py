@@ -2,13 +2,15 @@
 their settings are EvalConfig's and DifficultyConfig's fields as flags."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Optional
 
 import typer
 
-from flows.cli_checks import check_benchmark, check_model, check_model_dir, check_nproc, check_source_path, store_root
-from flows.cli_common import (StoreOpt, UserError, checked, console, parse_pairs, quiet_prefect_defaults,
-                              run_flow)
+from flows.cli_checks import (check_backend, check_benchmark, check_model, check_model_dir, check_nproc,
+                              check_source_path, store_root)
+from flows.cli_common import (StoreOpt, UserError, checked, console, parse_pairs, quiet_children_after_interrupt,
+                              quiet_prefect_defaults, run_flow)
 from flows.cli_config_options import build_config, with_config_options
 from tasks.evaluation.config import DifficultyConfig, EvalConfig
 
@@ -37,6 +39,7 @@ def eval_(
         except ValueError as e:
             raise UserError(f"--benchmark {name}={path}: {e}") from None
     cfg = checked(lambda: build_config(EvalConfig, settings))
+    check_backend(cfg.backend)
     if store is not None:
         store = store_root(store)
     check_model(model, max_tokens=cfg.max_tokens)
@@ -45,7 +48,8 @@ def eval_(
     quiet_prefect_defaults()
     from flows.evaluate import evaluate as eval_flow
 
-    rows = run_flow(eval_flow, model=model, benchmarks=benches, store=store, config=cfg, nproc=nproc)
+    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # workers: one line on Ctrl-C
+        rows = run_flow(eval_flow, model=model, benchmarks=benches, store=store, config=cfg, nproc=nproc)
     for row in rows:
         print(json.dumps(row), flush=True)
 
@@ -67,9 +71,11 @@ def tag_difficulty(
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")
     cfg = checked(lambda: build_config(DifficultyConfig, settings))
+    check_backend(cfg.backend)
     check_model(model, max_tokens=cfg.max_tokens)
     quiet_prefect_defaults()
     from flows.tag_difficulty import tag_difficulty as tag_flow
 
-    v = run_flow(tag_flow, model=model, store=root, config=cfg, nproc=nproc)
+    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # workers: one line on Ctrl-C
+        v = run_flow(tag_flow, model=model, store=root, config=cfg, nproc=nproc)
     console.print(f"dataset {v['id']} (difficulty by {v['parameters']['model']}, k={cfg.k}) is now current in {Store(root).catalog_path}")

@@ -24,10 +24,31 @@ def _corpus_texts(corpus: str | None) -> list[str]:
         return source_texts(write_demo_sources(Path(tempfile.mkdtemp(prefix="klear-corpus-"))).sources().values())
     from tasks.models.corpus import corpus_texts
 
+    from flows.cli_checks import check_input_file
+
+    check_input_file(f"--corpus {corpus}", corpus)
     try:  # a bad row is skipped and named on stderr; the rest trains the tokenizer
-        return corpus_texts(corpus, on_bad=lambda line: print(f"klear: --corpus: skipped {line}", file=sys.stderr))
+        texts = corpus_texts(corpus, on_bad=lambda line: print(f"klear: --corpus: skipped {line}", file=sys.stderr))
     except (ValueError, OSError) as e:
         raise UserError(f"--corpus {corpus}: {str(e).removeprefix(corpus + ': ')}") from None
+    if not any(t.strip() for t in texts):  # a tokenizer of bytes alone, no merge: refused, not made silently
+        raise UserError(f"--corpus {corpus}: no row with a response to train the tokenizer on (it reads each "
+                        "row's problem and response)")
+    return texts
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """--out can be made (creating nothing yet) and holds no model or run output unless --force."""
+    from storage.claims import ClaimError, could_create_dir
+    from tasks.models.checks import existing_model
+
+    try:
+        could_create_dir(out)
+    except ClaimError as e:
+        raise UserError(f"--out {e}") from None
+    found = existing_model(out)
+    if found and not force:
+        raise UserError(f"--out {out}: already holds a model or run output ({found}); pass --force to overwrite it")
 
 
 @model_app.command("init")
@@ -40,16 +61,15 @@ def model_init(
 ) -> None:
     """Create a random-init Qwen2-architecture model and a locally trained tokenizer. An --out that
     already holds a model or a run's output (a trained checkpoint, say) is refused unless --force."""
-    from tasks.models.checks import existing_model
     from tasks.models.presets import PRESETS
 
     if preset not in PRESETS:
         raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(PRESETS)})")
+    _check_out(out, force)
+    texts = _corpus_texts(corpus) if corpus is not None else None  # a refused corpus leaves no --out behind
     claim_out(str(out))
-    found = existing_model(out)
-    if found and not force:
-        raise UserError(f"--out {out}: already holds a model or run output ({found}); pass --force to overwrite it")
+    _check_out(out, force)  # again, now that it is ours: a run may have filled it meanwhile
     from tasks.models.factory import MODEL_CARD, init_model  # torch and transformers: after the checks
 
-    path = init_model(out, _corpus_texts(corpus), preset=preset, seed=seed)
+    path = init_model(out, texts if texts is not None else _corpus_texts(None), preset=preset, seed=seed)
     console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from flows.cli_checks import store_root
-from flows.cli_common import StoreOpt, UserError, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_common import StoreOpt, UserError, console, fault_line, quiet_prefect_defaults, run_flow, starting
 from flows.cli_curate import print_curation_summary
 
 
@@ -33,18 +33,22 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     import json
 
     from storage.store import Store
-    from tasks.pipeline.config import PipelineConfig
 
     root = store_root(store)
+    config = _pipeline_config(root, seed, scale)
     quiet_prefect_defaults()
     starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
 
-    state = run_flow(pipeline_flow, PipelineConfig(store=root, seed=seed, demo_scale=scale), return_state=True)
+    state = run_flow(pipeline_flow, config, return_state=True)
     try:
         summary = state.result()  # a failed run raises its error here, as a plain call would
     except ValueError as e:  # bad input the stages name (file, row, directory): one line
         raise UserError(str(e)) from None
+    except Exception as e:  # no room on the disk: one line (cli_common.fault_line); others are bugs
+        if (line := fault_line(e)) is None:
+            raise
+        raise UserError(line) from None
     st = Store(root)
     print_curation_summary(st.load_version(summary["dataset"]).__dict__, root)
     t = Table(title=f"held-out {summary['benchmark']}: avg@{summary['k']} by stage")
@@ -57,6 +61,26 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
     console.print(_prefect_ui_line(state.state_details.flow_run_id))
     console.print(json.dumps(summary))
+
+
+PIPELINE_FLAGS = {"demo_scale": "--scale", "seed": "--seed", "store": "--store"}  # field → this command's flag
+MAX_SEED = (1 << 63) - 1  # the stages' samplers take 63-bit seeds (tasks/generation/sampling.py); the config
+#   itself has no upper bound, so a larger one would fail stages in
+
+
+def _pipeline_config(root: str, seed: int, scale: float):
+    """The run's PipelineConfig, checked before any work: a refused value is one line naming this command's
+    flag for it (`--scale`, where the config's own message would name the field's `--demo-scale`)."""
+    from tasks.config_checks import ConfigError
+    from tasks.pipeline.config import PipelineConfig
+
+    if seed > MAX_SEED:
+        raise UserError(f"--seed must be at most {MAX_SEED} (got {seed})")
+    try:
+        return PipelineConfig(store=root, seed=seed, demo_scale=scale)
+    except ConfigError as e:
+        flag = PIPELINE_FLAGS.get(e.field)
+        raise UserError(f"{flag} {e.detail}" if flag else e.message) from None
 
 
 def _prefect_ui_line(flow_run_id) -> str:

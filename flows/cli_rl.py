@@ -2,15 +2,17 @@
 (and its nested configs') as flags."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.table import Table
 
-from flows.cli_checks import (check_benchmark, check_data, check_model, check_model_dir, check_nproc,
-                              check_training_rows, claim_out, prepare_out, store_root)
-from flows.cli_common import StoreOpt, UserError, checked, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_checks import (check_backend, check_benchmark, check_data, check_model, check_model_dir, check_nproc,
+                              check_record_store, check_training_rows, claim_out, prepare_out, store_root)
+from flows.cli_common import (StoreOpt, UserError, check_prefect_api, checked, console,
+                              quiet_children_after_interrupt, quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
 from tasks.training.config import RL_NESTED, RLConfig
 from tasks.training.plan import SHAPES
@@ -61,6 +63,7 @@ def rl(
     for flag, value in (("--data", data), ("--out", out)):
         if value is None:
             raise UserError(f"{flag} is required (only --dry-run runs without it)")
+    check_backend(cfg.backend)
     check_model_dir("--model", model)
     check_data(data)
     check_training_rows(data, "rl", cfg)
@@ -69,14 +72,18 @@ def rl(
         check_benchmark(f"--eval-benchmark {cfg.eval_benchmark}", cfg.eval_benchmark, model, cfg.max_tokens)
     if store is not None:
         store = store_root(store)
+    else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
+        check_record_store(data)
+    check_prefect_api()
     prepare_out(out, resume, force)
     quiet_prefect_defaults()
     starting(f"rl ({cfg.loss})", f"training into {out}")
     from flows.rl import rl as rl_flow
     from tasks.training.launch import RanksFailed
 
-    res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store, nproc=nproc,
-                   user_errors=(ValueError, RanksFailed))
+    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # torchrun's ranks: one line on Ctrl-C
+        res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store,
+                       nproc=nproc, user_errors=(ValueError, RanksFailed))
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
                   f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 
@@ -118,6 +125,7 @@ def ablate(
         raise UserError("--arm and --vary/--losses both given: use one way to name the arms")
     axes = _vary_axes(vary or [], losses)
     base = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
+    check_backend(base.backend)
     axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
     arm_list = checked(lambda: [_parse_arm(a) for a in arm]) if arm else None
     checked(lambda: [arm_config(base, a, s) for a in (arm_list or arms(axes)) for s in seed_list])
@@ -125,15 +133,17 @@ def ablate(
     check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
     if store is not None:
         store = store_root(store)
+    check_prefect_api()
     claim_out(out)
     quiet_prefect_defaults()
     starting("ablate", f"{len(arm_list or arms(axes))} arms × {len(seed_list)} seeds into {out}")
     from flows.rl import ablate as ablate_flow
     from tasks.training.launch import RanksFailed
 
-    result = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
-                      config=base, store=store, nproc=nproc, arm_list=arm_list,
-                      user_errors=(ValueError, RanksFailed))
+    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # torchrun's ranks: one line on Ctrl-C
+        result = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
+                          config=base, store=store, nproc=nproc, arm_list=arm_list,
+                          user_errors=(ValueError, RanksFailed))
     print_ablation(result, base.eval_k, seed_list)
 
 

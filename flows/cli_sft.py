@@ -1,13 +1,15 @@
 """`klear sft`: long-CoT supervised fine-tuning; its settings are SFTConfig's fields as flags."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Optional
 
 import typer
 
-from flows.cli_checks import (check_data, check_model, check_model_dir, check_nproc, check_training_rows,
-                              prepare_out, store_root)
-from flows.cli_common import checked, console, quiet_prefect_defaults, run_flow, starting
+from flows.cli_checks import (check_data, check_model, check_model_dir, check_nproc, check_record_store,
+                              check_training_rows, prepare_out, store_root)
+from flows.cli_common import (check_prefect_api, checked, console, quiet_children_after_interrupt,
+                              quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, with_config_options
 from tasks.training.config import SFTConfig
 
@@ -33,13 +35,17 @@ def sft(
     check_model(model)
     if store is not None:
         store = store_root(store)
+    else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
+        check_record_store(data)
+    check_prefect_api()
     prepare_out(out, resume, force)
     quiet_prefect_defaults()
     starting("sft", f"training into {out}")
     from flows.sft import sft as sft_flow
     from tasks.training.launch import RanksFailed
 
-    res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc, store=store,
-                   user_errors=(ValueError, RanksFailed))
+    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # torchrun's ranks: one line on Ctrl-C
+        res = run_flow(sft_flow, model=model, data=data, out=out, config=cfg, resume=resume, nproc=nproc,
+                       store=store, user_errors=(ValueError, RanksFailed))
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, loss "
                   f"{res['first_loss']:.4f} → {res['last_loss']:.4f}; metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")

@@ -25,7 +25,9 @@ import typer
 from flows.cli_common import UserError
 
 
-def _docker_client():
+def docker_client():
+    """The Docker engine the sandboxes run in (`klear verify`, `klear curate --verify-code`); one line when
+    none answers, before any work."""
     try:
         import docker
 
@@ -110,6 +112,11 @@ def verify(
         output_kind(out)
     except VerifyIOError as exc:
         raise UserError(f"--out {exc}") from None
+    from flows.cli_checks import check_input_file
+
+    check_input_file(input, input)  # a URL nothing here opens, a named pipe: one line
+    if why := paths.url_problem(out):
+        raise UserError(f"--out {out}: {why}")
     if not input.startswith("hf:") and not paths.exists(input):
         raise UserError(f"{input}: no such file")
     if same_file(input, out):
@@ -120,7 +127,7 @@ def verify(
     except VerifyIOError as exc:
         raise UserError(str(exc)) from None
     if dask is None:
-        _docker_client()
+        docker_client()
     config = VerifyConfig(workers=workers, processes=processes, dask_address=dask,
                           judge=JudgeConfig(max_tests=max_tests, seed=seed))
     started = time.monotonic()
@@ -144,7 +151,7 @@ def build(
     """Build the sandbox image from Debian packages (debootstrap + docker import; no registry)."""
     from sandbox.image import ImageConfig, build_image
 
-    client = _docker_client()
+    client = docker_client()
     started = time.monotonic()
     try:
         tag = build_image(force=force, config=ImageConfig(cpp=cpp), client=client)
@@ -157,7 +164,7 @@ def reap(all_: bool = typer.Option(False, "--all", help="Remove every sandbox co
     """Remove sandbox containers left by crashed clients."""
     from sandbox.reaper import reap as reap_containers
 
-    removed = reap_containers(_docker_client(), everything=all_)
+    removed = reap_containers(docker_client(), everything=all_)
     print(f"removed {len(removed)} sandbox container(s)")
 
 

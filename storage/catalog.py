@@ -37,6 +37,19 @@ Users' sessions never block flows (users query `catalog.duckdb` with DuckDB whil
   record directory, so a record written by an earlier version gains new columns before anyone reads it.
 - Never call a Catalog method inside a `connect()` block of the same catalog: the lock is not re-entrant
   and says so (LockReentry) rather than deadlocking.
+
+Faults (a kill, a full disk) leave a catalog that the next open repairs:
+- Each snapshot notes the state of the record it copies (`<record dir>/snapshot`: size, mtime, inode, WAL).
+  A writer killed, or out of room, after the record changed and before its snapshot replaced
+  catalog.duckdb leaves a note that no longer matches the record; any later open of the catalog (a read or
+  a write) then checkpoints the record and publishes the snapshot the writer did not. A snapshot that is
+  missing or not DuckDB is published again the same way (it is derived: the record holds the rows).
+- No room to write (the record's WAL or checkpoint, the snapshot's copy): DiskFull, one line; the partial
+  temp file is removed and catalog.duckdb keeps the last complete snapshot, readable.
+- A record WAL that DuckDB refuses to replay (left by a checkpoint a full disk cut short) is moved aside
+  (`_connect`); the record opens with what its file holds.
+- A record or a catalog.duckdb to migrate that is not a DuckDB file (a header check, without opening it),
+  or that DuckDB refuses to open: StoreError naming the file and what to do, never DuckDB's traceback.
 """
 from __future__ import annotations
 
@@ -51,6 +64,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import duckdb
 
+from storage.errors import DiskFull, StoreError, is_disk_full
 from storage.file_lock import file_lock
 
 log = logging.getLogger(__name__)
@@ -221,7 +235,7 @@ class Catalog:
     def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._ensure_record()
         with self._locked(exclusive=False):
-            con = duckdb.connect(str(self.record), read_only=True)
+            con = self._open_record(read_only=True)
             try:
                 yield con
             finally:
@@ -229,18 +243,60 @@ class Catalog:
 
     @contextmanager
     def _writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The record open for writing; if the block changed it, a new snapshot replaces catalog.duckdb."""
+        """The record open for writing; if the block changed it, a new snapshot replaces catalog.duckdb.
+        No room to write (inside the block or at the checkpoint) is DiskFull; the snapshot left for the next
+        open to publish (module docstring, "Faults")."""
         self._ensure_record()
         with self._locked(exclusive=True):
             before = _file_state(self.record)
-            con = duckdb.connect(str(self.record))
+            con = self._open_record(read_only=False)
             try:
                 yield con
-            finally:
-                wrote = _wal(self.record).exists()  # committed writes wait there until a checkpoint
-                _checkpoint_and_close(con)
-                if wrote or _file_state(self.record) != before:
-                    self._publish_snapshot()
+            except BaseException as e:
+                self._finish_write(con, before, after_error=True)
+                if isinstance(e, duckdb.Error) and is_disk_full(e):
+                    raise DiskFull.writing(f"catalog record {self.record}", e) from None
+                raise
+            self._finish_write(con, before, after_error=False)
+
+    def _finish_write(self, con: duckdb.DuckDBPyConnection, before: tuple, after_error: bool) -> None:
+        """Checkpoint and close; if the record changed (rows a failed block committed before its error
+        count too), publish the snapshot. After the block's own error, a fault here is only logged: the
+        block's error is the one to report, and the next open publishes what this could not."""
+        try:
+            wrote = _wal(self.record).exists()  # committed writes wait there until a checkpoint
+            self._checkpoint_and_close(con)
+            if wrote or _file_state(self.record) != before:
+                self._publish_snapshot()
+        except (OSError, duckdb.Error) as e:
+            if not after_error:
+                raise
+            log.warning("catalog %s: snapshot not published after a failed write (%s)", self.path, _first_line(e))
+
+    def _open_record(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """A connection to the record; a record DuckDB refuses (not its file, another version's) is a
+        StoreError naming it."""
+        try:
+            return duckdb.connect(str(self.record), read_only=read_only) if read_only else _connect(self.record)
+        except duckdb.Error as e:
+            if is_disk_full(e):
+                raise DiskFull.writing(f"catalog record {self.record}", e) from None
+            raise StoreError(f"catalog record {self.record}: DuckDB cannot open it ({_first_line(e)}); "
+                             f"remove {self.record_dir} to rebuild it from {self.path}") from None
+
+    def _checkpoint_and_close(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Leave everything in the record file itself (the snapshot is a copy of that file alone). No room
+        to checkpoint is DiskFull: the rows wait in the WAL, and the snapshot is published by the next open
+        that has room."""
+        try:
+            con.execute("CHECKPOINT")
+        except duckdb.Error as e:
+            _close_quietly(con)
+            if is_disk_full(e):
+                raise DiskFull.writing(f"catalog record {self.record}", e) from None
+            log.debug("checkpoint skipped: %s", e)
+            return
+        con.close()
 
     def _schema_noted(self) -> bool:
         try:
@@ -248,18 +304,65 @@ class Catalog:
         except FileNotFoundError:
             return False
 
+    def _snapshot_current(self) -> bool:
+        """Whether catalog.duckdb is the snapshot of the record as it is now (module docstring, "Faults")."""
+        try:
+            noted = (self.record_dir / "snapshot").read_text()
+        except FileNotFoundError:
+            return False
+        return noted == _state_text(self.record) and is_duckdb_file(Path(self.path))
+
     def _ensure_record(self) -> None:
-        """Create the record (migrating an existing catalog.duckdb) or bring its schema up to date."""
-        if self._schema_noted():
+        """Create the record (migrating an existing catalog.duckdb) or bring its schema up to date, and
+        publish a snapshot that a killed or starved writer left unpublished."""
+        self.check()
+        if self._schema_noted() and self._snapshot_current():
             return
         with self._locked(exclusive=True):
-            if self._schema_noted():
-                return
-            if not self.record.exists():
-                self._start_record()
-            _apply_schema(self.record)
-            _write_atomically(self.record_dir / "schema", SCHEMA_HASH)
+            try:
+                if not self._schema_noted():
+                    if not self.record.exists():
+                        self._start_record()
+                    _apply_schema(self.record)
+                    _write_atomically(self.record_dir / "schema", SCHEMA_HASH)
+                    self._publish_snapshot()
+                elif not self._snapshot_current():
+                    self._repair_snapshot()
+            except duckdb.Error as e:
+                if is_disk_full(e):
+                    raise DiskFull.writing(f"catalog record {self.record}", e) from None
+                raise StoreError(f"catalog record {self.record}: DuckDB cannot open it ({_first_line(e)}); "
+                                 f"remove {self.record_dir} to rebuild it from {self.path}") from None
+            except OSError as e:
+                if is_disk_full(e) and not isinstance(e, DiskFull):
+                    raise DiskFull.writing(f"catalog record {self.record}", e) from None
+                raise
+
+    def _repair_snapshot(self) -> None:
+        """Publish the snapshot of the record as it is (its WAL checkpointed first). Failing to now (no
+        room, a store this user may only read) is a warning, not an error: readers go on reading the record,
+        and catalog.duckdb keeps the previous snapshot until an open that can publishes this one."""
+        if (self.record_dir / "snapshot").exists():
+            log.warning("catalog %s: publishing the snapshot an interrupted write left unpublished", self.path)
+        else:  # a record from before snapshots were noted: published once, to note it
+            log.info("catalog %s: noting its snapshot", self.path)
+        try:
+            _apply_schema(self.record)  # opens (replaying any WAL) and checkpoints
             self._publish_snapshot()
+        except (OSError, duckdb.Error) as e:
+            log.warning("catalog %s: cannot publish its snapshot now (%s)", self.path, _first_line(e))
+
+    def check(self) -> None:
+        """StoreError unless the files DuckDB will open are DuckDB files (a header check, opening nothing):
+        the record, else the catalog.duckdb it would migrate. A snapshot beside a good record is not
+        checked: it is published again from the record."""
+        if self.record.exists():
+            if not is_duckdb_file(self.record):
+                raise StoreError(f"catalog record {self.record}: not a DuckDB database file; remove "
+                                 f"{self.record_dir} to rebuild it from {self.path}")
+        elif Path(self.path).exists() and not is_duckdb_file(Path(self.path)):
+            raise StoreError(f"{self.path}: not a DuckDB database file; move it away and rerun (the dataset "
+                             "versions beside it are kept and recorded again)")
 
     def _start_record(self) -> None:
         """The record begins as a copy of catalog.duckdb when there is one (an earlier version's catalog,
@@ -267,49 +370,105 @@ class Catalog:
         tmp = self.record_dir / "record.tmp.duckdb"
         old = Path(self.path)
         _remove_database(tmp)
-        if old.exists():
-            log.info("catalog %s: migrating its rows into %s", old, self.record)
-            _copy_database(old, tmp, with_wal=True)
-            try:
+        try:
+            if old.exists():
+                log.info("catalog %s: migrating its rows into %s", old, self.record)
+                _copy_database(old, tmp, with_wal=True)
+                try:
+                    _apply_schema(tmp)
+                except duckdb.Error as e:  # a WAL caught mid-write by a user's session
+                    if is_disk_full(e):
+                        raise
+                    log.warning("catalog %s: its WAL cannot be replayed (%s); migrating the file without it", old, e)
+                    _remove_database(tmp)
+                    _copy_database(old, tmp, with_wal=False)
+                    _apply_schema(tmp)
+            else:
                 _apply_schema(tmp)
-            except duckdb.Error as e:  # a WAL caught mid-write by a user's session
-                log.warning("catalog %s: its WAL cannot be replayed (%s); migrating the file without it", old, e)
-                _remove_database(tmp)
-                _copy_database(old, tmp, with_wal=False)
-                _apply_schema(tmp)
-        else:
-            _apply_schema(tmp)
+        except (OSError, duckdb.Error) as e:
+            _remove_database(tmp)
+            if is_disk_full(e):
+                raise DiskFull.writing(f"catalog record {self.record}", e) from None
+            if isinstance(e, duckdb.Error):
+                raise StoreError(f"{old}: DuckDB cannot open it ({_first_line(e)}); move it away and rerun") from None
+            raise
         _remove_database(self.record)  # a WAL the lost record left behind would not match the new file
         os.replace(tmp, self.record)
 
     def _publish_snapshot(self) -> None:
         """Copy the (checkpointed) record to a temp file and rename it over catalog.duckdb: sessions open
-        on the old file keep it whole, new sessions open the new one."""
+        on the old file keep it whole, new sessions open the new one. Then note which record state it
+        copies. No room for the copy: the temp file is removed, catalog.duckdb is left as it was (readable)
+        and DiskFull is raised; the note still names the older state, so the next open publishes it."""
         tmp = self.record_dir / "snapshot.tmp.duckdb"
-        shutil.copyfile(self.record, tmp)
-        _fsync(tmp)
-        os.replace(tmp, self.path)
+        state = _state_text(self.record)
+        try:
+            shutil.copyfile(self.record, tmp)
+            _fsync(tmp)
+            os.replace(tmp, self.path)
+        except OSError as e:
+            with suppress(FileNotFoundError):
+                tmp.unlink()
+            if is_disk_full(e):
+                raise DiskFull.writing(f"catalog {self.path}", e) from None
+            raise
         with suppress(FileNotFoundError):  # a user's read-write session wrote it for the replaced file
             _wal(Path(self.path)).unlink()
         _fsync(Path(self.path).parent)
+        with suppress(OSError):  # no room for the note: the next open publishes once more, no harm
+            _write_atomically(self.record_dir / "snapshot", state)
+
+
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file (after the header's checksum)
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """Whether `path` starts like a DuckDB database file (read 12 bytes; DuckDB is never asked)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return len(head) == 12 and head[8:12] == DUCKDB_MAGIC
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _close_quietly(con: duckdb.DuckDBPyConnection) -> None:
+    with suppress(duckdb.Error):
+        con.close()
+
+
+def _state_text(db: Path) -> str:
+    return json.dumps(_file_state(db))
 
 
 def _wal(db: Path) -> Path:
     return Path(f"{db}.wal")
 
 
-def _checkpoint_and_close(con: duckdb.DuckDBPyConnection) -> None:
-    """Leave everything in the database file itself: the snapshot is a copy of that file alone."""
+def _connect(db: Path) -> duckdb.DuckDBPyConnection:
+    """`db` open for writing. A WAL DuckDB refuses to replay (one a full disk or a kill left behind a
+    checkpoint that had already reached the file: "created for an older version of this database") is
+    moved aside as `<db>.wal.unreplayable`, and the file opens with what it holds; the rows such a WAL
+    holds are in the file already, or were never committed."""
     try:
-        con.execute("CHECKPOINT")
-    except duckdb.Error as e:  # the block failed inside a transaction: closing rolls it back
-        log.debug("checkpoint skipped: %s", e)
-    finally:
-        con.close()
+        return duckdb.connect(str(db))
+    except duckdb.Error as e:
+        wal = _wal(db)
+        if "WAL" not in str(e) or not wal.exists():
+            raise
+        aside = wal.with_name(wal.name + ".unreplayable")
+        log.warning("catalog record %s: its WAL cannot be replayed (%s); moved aside to %s", db, _first_line(e),
+                    aside)
+        os.replace(wal, aside)
+        return duckdb.connect(str(db))
 
 
 def _apply_schema(db: Path) -> None:
-    con = duckdb.connect(str(db))
+    con = _connect(db)
     try:
         con.execute(_SCHEMA)
         con.execute("CHECKPOINT")
@@ -339,8 +498,13 @@ def _remove_database(db: Path) -> None:
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
 
 
 def _fsync(path: Path) -> None:

@@ -57,6 +57,10 @@ def could_create_dir(path: str | Path) -> None:
     if p.is_dir():
         if not os.access(p, os.W_OK | os.X_OK):
             raise ClaimError(f"{path}: directory is not writable")
+        try:  # root passes os.access on a read-only mount or in /proc: a probe directory, made and removed
+            os.rmdir(tempfile.mkdtemp(prefix=".klear-probe-", dir=p))
+        except OSError as e:
+            raise ClaimError(f"{path}: directory is not writable ({e.strerror or type(e).__name__})") from None
         return
     if p.exists():
         raise ClaimError(f"{path}: is a file, not a directory")

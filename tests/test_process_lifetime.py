@@ -1,5 +1,6 @@
 """Worker processes end with the process that started them, however it ended (here: os._exit, as the RL
 step watchdog ends a rank; SIGKILL and torchrun's stop leave the same orphans)."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -49,3 +50,44 @@ def test_a_worker_of_a_live_parent_stays():
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+
+
+def test_a_temporary_prefect_server_ends_with_its_command_and_ignores_its_ctrl_c(tmp_path):
+    """flows/cli_prefect.py starts Prefect's temporary server through its entry point: the server leaves
+    the command's process group (a terminal's Ctrl-C is the command's to handle, not the server's) and
+    ends when the command is gone, however it ended. Here the "server" is a module that sleeps."""
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(600)\n")
+    pid = _orphan_of(f"""
+        import os, subprocess, sys, time
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([{str(tmp_path)!r}, {str(ROOT)!r}]))
+        server = subprocess.Popen([sys.executable, "-m", "flows.cli_prefect", str(os.getpid()), "-m", "sleeper"],
+                                  env=env)
+        deadline = time.monotonic() + 60
+        while os.getpgid(server.pid) != server.pid and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.getpgid(server.pid) == server.pid != os.getpgid(0), "the server stayed in the command's group"
+        print(server.pid, flush=True)
+        os._exit(1)  # as a SIGKILL leaves it: no atexit, no stop()
+    """)
+    assert gone_within(lambda: [pid] if _alive(pid) else [], 20) == [], f"server {pid} outlived its command"
+
+
+def test_the_server_command_prefect_runs_is_rewritten_to_the_tied_entry_point():
+    import subprocess as real
+
+    from flows.cli_prefect import _TiedSubprocess
+
+    seen = []
+
+    class Recorder:
+        TimeoutExpired = real.TimeoutExpired
+
+        def Popen(self, args, **kw):  # noqa: N802
+            seen.append(args)
+
+    tied = _TiedSubprocess(Recorder())
+    tied.Popen([sys.executable, "-m", "uvicorn", "--port", "1"], env={})
+    tied.Popen([sys.executable, "-m", "other"])
+    assert seen == [[sys.executable, "-m", "flows.cli_prefect", str(os.getpid()), "-m", "uvicorn", "--port", "1"],
+                    [sys.executable, "-m", "other"]]
+    assert tied.TimeoutExpired is real.TimeoutExpired

@@ -14,6 +14,8 @@ from tasks.config_checks import ConfigError, check_choice, check_float, check_in
 from tasks.curation.layouts import LAYOUTS
 
 DOMAINS = ("math", "code")
+MAPPABLE_FIELDS = ("problem", "domain", "response", "answer", "tests", "solutions", "date", "meta")  # the
+#   canonical fields a source row gives (schema.py PROBLEM_SCHEMA less `id` and `source`, which curation sets)
 UNDATED_RULES = ("keep", "drop")  # rows without a date under a cutoff date: kept (and counted), or dropped
 MIN_MEMORY = 64 * 2**20           # below this DuckDB and one part do not fit
 
@@ -70,6 +72,18 @@ class SourceSpec(_Checked):
             raise FlagError("name", f"must be a non-empty source name (got {self.name!r})", "--source")
         check_choice(self, "layout", LAYOUTS)
         check_choice(self, "domain", DOMAINS, optional=True)
+        self._check_field_map()
+
+    def _check_field_map(self) -> None:
+        """Every --map target is a canonical field a row can give (MAPPABLE_FIELDS): a rename onto any other
+        name moves the field out of every row's reach (`--map s.problem=question` would drop every row as
+        malformed and still publish the empty version), so it is refused before any work."""
+        if not isinstance(self.field_map, dict):
+            raise FlagError("field_map", f"must map a raw field to a canonical one (got {self.field_map!r})", "--map")
+        for raw, canon in self.field_map.items():
+            if canon not in MAPPABLE_FIELDS:
+                raise FlagError("field_map", f"{self.name}.{raw}={canon}: {canon!r} is not a canonical field "
+                                             f"(one of: {', '.join(MAPPABLE_FIELDS)})", "--map")
 
 
 @dataclass

@@ -27,6 +27,11 @@ CHAT_TEMPLATE = (
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A tokenizer trained on `texts`; ValueError when they hold no text (BPE would learn no merge and the
+    model would read every byte as a token, silently)."""
+    texts = [t for t in texts if isinstance(t, str) and t.strip()]
+    if not texts:
+        raise ValueError("no text to train the tokenizer on (the corpus gives no problem or response)")
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),

@@ -156,21 +156,39 @@ def save_model(model, tok, path: Path | str, state_dict=None) -> None:
 
 def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int, state_dict=None,
                     optim_state=None) -> Path:
-    """`state_dict`/`optim_state`: whole states gathered from a sharded model (distributed.full_state)."""
-    import torch
+    """`state_dict`/`optim_state`: whole states gathered from a sharded model (distributed.full_state).
+    No room to write it (a full disk, a quota, a file size limit) is DiskFull naming the checkpoint, one
+    line for the user: its temp directory is removed and the checkpoints before it are left as they were,
+    so `--resume` with room continues from the newest of them."""
+    from storage.errors import DiskFull, is_disk_full
 
     d = Path(out) / "checkpoints" / f"step-{step}"
     tmp = d.with_name(d.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_model(model, tok, tmp, state_dict)
-    torch.save(optim_state if optim_state is not None else opt.state_dict(), tmp / OPTIMIZER)
-    (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
+    try:
+        _write_checkpoint(model, tok, opt, sched, step, tmp, state_dict, optim_state)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull.writing(f"checkpoint {d}", e) from None
+        raise
     shutil.rmtree(d, ignore_errors=True)
     tmp.rename(d)
     done = sorted((c for c in d.parent.glob("step-*") if checkpoint_step(c) is not None), key=checkpoint_step)
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return d
+
+
+def _write_checkpoint(model, tok, opt, sched, step: int, tmp: Path, state_dict, optim_state) -> None:
+    """The checkpoint's files into `tmp`. The optimizer goes through a Python file object, so an OS error
+    (no room) reaches the caller as the OSError it is rather than only torch's RuntimeError text."""
+    import torch
+
+    save_model(model, tok, tmp, state_dict)
+    with open(tmp / OPTIMIZER, "wb") as f:
+        torch.save(optim_state if optim_state is not None else opt.state_dict(), f)
+    (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
 
 
 def load_training_state(ckpt: Path, opt, sched, device, model=None) -> int:

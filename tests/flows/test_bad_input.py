@@ -19,8 +19,9 @@ HUGE = {"problem": "Compute " + "1 + " * 250_000 + "1.", "answer": "250001"}  # 
 
 
 def klear(*args, env=None, timeout=300):
-    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **(env or {})}
+    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     e.pop("PREFECT_API_URL", None)
+    e.update(env or {})
     return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, env=e,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -356,3 +357,134 @@ def test_a_stale_claim_from_a_dead_run_is_taken_over(fx, tmp_path):
     r = klear(*_args(fx, "sft", **{"--out": out}), "--batch-size", 2, "--seq-len", 64, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert not (out / ".klear-claim.json").exists() and (out / "model.safetensors").exists()
+
+
+# -- URLs, special files and paths nothing can read or hold: one line, before any work, nothing created ------
+
+def _missing_library_protocol() -> str:
+    """A protocol fsspec knows whose library is not installed here (s3fs, gcsfs, ...)."""
+    import fsspec
+
+    for protocol in ("s3", "gs", "abfs", "oci", "dropbox", "box"):
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except ImportError:
+            return protocol
+    pytest.skip("every remote file system library is installed here")
+
+
+@pytest.mark.parametrize("command, flag, value, needle, kind", [
+    ("curate", "--source", "a={url}/a.jsonl", "--source a={url}/a.jsonl: ", "unknown protocol"),
+    ("curate", "--source", "a={url}/a.jsonl", "--source a={url}/a.jsonl: ", "library not installed"),
+    ("curate", "--benchmark", "b={url}/b.jsonl", "--benchmark b={url}/b.jsonl: ", "library not installed"),
+    ("curate", "--store", "{url}/store", "--store {url}/store: ", "unknown protocol"),
+    ("curate", "--store", "{url}/store", "--store {url}/store: ", "library not installed"),
+    ("eval", "--benchmark", "b={url}/b.parquet", "--benchmark b={url}/b.parquet: ", "unknown protocol"),
+    ("ablate", "--benchmark", "{url}/b.jsonl", "--benchmark {url}/b.jsonl: ", "library not installed"),
+    ("sft", "--data", "{url}/d.jsonl", "--data {url}/d.jsonl: ", "unknown protocol"),
+    ("model init", "--corpus", "{url}/c.jsonl", "--corpus {url}/c.jsonl: ", "library not installed"),
+])
+def test_a_url_nothing_here_can_open_is_one_line(fx, command, flag, value, needle, kind):
+    url = "nosuchfs://bucket" if kind == "unknown protocol" else f"{_missing_library_protocol()}://bucket"
+    why = "unknown protocol nosuchfs://" if kind == "unknown protocol" else "needs a library that is not installed"
+    r = klear(*_args(fx, command, **{flag: value.format(url=url)}))
+    assert_one_line(r, needle.format(url=url), why)
+
+
+def test_a_remote_store_without_its_catalog_setting_is_one_line(fx):
+    r = klear(*_args(fx, "curate", **{"--store": "memory://bucket/store"}), env={"KLEAR_CATALOG": ""})
+    assert_one_line(r, "--store memory://bucket/store: ", "set KLEAR_CATALOG")
+
+
+@pytest.mark.parametrize("name", ["odd?store", "odd[1]store", "odd*store"])
+def test_a_store_path_duckdb_would_read_as_a_pattern_is_one_line_and_nothing_is_made(fx, name):
+    store = fx["w"] / name
+    r = klear(*_args(fx, "curate", **{"--store": store}))
+    assert_one_line(r, f"--store {store}: a store path must not contain")
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("command, flag, value", [
+    ("curate", "--source", "f={fifo}"),
+    ("curate", "--benchmark", "f={fifo}"),
+    ("eval", "--benchmark", "f={fifo}"),
+    ("sft", "--data", "{fifo}"),
+    ("model init", "--corpus", "{fifo}"),
+])
+def test_a_named_pipe_as_input_is_one_line_and_never_blocks(fx, tmp_path, command, flag, value):
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    r = klear(*_args(fx, command, **{flag: value.format(fifo=fifo)}), timeout=120)
+    assert_one_line(r, f"{fifo}: is a named pipe (FIFO), not a regular file")
+
+
+@pytest.mark.parametrize("where", ["a file", "cannot be created"])
+def test_a_work_dir_that_cannot_be_used_is_one_line(fx, where):
+    work = fx["file"] if where == "a file" else "/proc/klear-work"  # /proc takes no new directory, even from root
+    store = fx["w"] / "store-for-work-dir"
+    assert_one_line(klear(*_args(fx, "curate", **{"--store": store}), "--work-dir", work), f"--work-dir {work}: ")
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("command, which", [
+    ("curate", "catalog.duckdb"), ("curate", ".catalog.record/record.duckdb"),
+    ("sft", "catalog.duckdb"), ("tag-difficulty", ".catalog.record/record.duckdb"),
+])
+def test_a_catalog_that_is_not_duckdb_is_one_line_naming_it(fx, tmp_path, command, which):
+    store = tmp_path / "s"
+    shutil.copytree(fx["store"], store)
+    if which == "catalog.duckdb":
+        shutil.rmtree(store / ".catalog.record")  # no record: catalog.duckdb is what the store would read
+    (store / which).write_bytes(b"not a DuckDB database\n")
+    over = {"--data": store, "--out": tmp_path / "o"} if command == "sft" else {"--store": store}
+    assert_one_line(klear(*_args(fx, command, **over)), f"{store / which}: not a DuckDB database file")
+
+
+@pytest.mark.parametrize("command", ["curate", "sft"])
+def test_an_unreachable_prefect_api_is_one_line_before_anything_is_made(fx, tmp_path, command):
+    url = "http://127.0.0.1:9/api"  # the discard port: nothing listens there
+    out = tmp_path / "made"
+    over = {"--store": out} if command == "curate" else {"--out": out}
+    r = klear(*_args(fx, command, **over), env={"PREFECT_API_URL": url})
+    assert_one_line(r, f"PREFECT_API_URL {url}: cannot reach it")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "rl"])
+def test_backend_vllm_without_vllm_is_one_line(fx, tmp_path, command):
+    hidden = tmp_path / "no-vllm" / "vllm"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('No module named vllm')\n")
+    r = klear(*_args(fx, command), "--backend", "vllm", env={"PYTHONPATH": str(hidden.parent)})
+    assert_one_line(r, "--backend vllm: vLLM cannot be imported")
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--seed", "-1", "--seed must be at least 0 (got -1)"),
+    ("--scale", "nan", "--scale must be a finite number (got nan)"),
+    ("--scale", "1e9", "--scale must be at most"),
+    ("--seed", str(1 << 64), "--seed must be at most"),
+])
+def test_a_bad_pipeline_value_is_one_line_naming_its_flag(fx, flag, value, needle):
+    store = fx["w"] / "pipe-store-bad-value"
+    assert_one_line(klear(*_args(fx, "pipeline", **{"--store": store, flag: value})), needle)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (("--min-tests", "-1"), "--min-tests must be at least 0 (got -1)"),
+    (("--map", "g.problem=question"), "g.problem=question: 'question' is not a canonical field (one of: problem,"),
+])
+def test_a_curate_flag_refused_before_any_work(fx, extra, needle):
+    store = fx["w"] / "store-for-refused-flag"
+    r = klear(*_args(fx, "curate", **{"--store": store}), *extra)
+    assert_one_line(r, needle)
+    assert not store.exists()
+
+
+def test_model_init_refuses_a_corpus_without_responses(fx, tmp_path):
+    corpus = _jsonl(tmp_path / "no-responses.jsonl", [{"problem": "What is 1 plus 1?", "answer": "2"}])
+    out = tmp_path / "m"
+    r = klear("model", "init", "--out", out, "--corpus", corpus)
+    assert_one_line(r, f"--corpus {corpus}: no row with a response")
+    assert not out.exists()
