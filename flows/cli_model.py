@@ -54,7 +54,7 @@ def _check_out(out: Path, force: bool) -> None:
 @model_app.command("init")
 def model_init(
     out: Path = typer.Option(..., "--out", help="Directory for the new HF model"),
-    preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params) or small (~4M)"),
+    preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params, its own BPE), small (~4M) or qwen3-tiny (19.8M, Qwen's 151,936-token vocabulary)"),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Canonical .jsonl/.parquet or store to train the tokenizer on (default: bundled demo data)"),
     seed: int = typer.Option(0, "--seed"),
     force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
