@@ -209,6 +209,18 @@ class HFGenerator:
         self.lean = lean_loop_supported(model) if loop == "auto" else loop == "lean"
         self.evict_frac = evict_frac
         self.context_length = getattr(model.config, "max_position_embeddings", None)
+        self._threads = None  # on CPU: torch threads follow the CPUs others leave free (tasks/cpu_threads.py)
+
+    def _govern_threads(self) -> None:
+        """On CPU, before each batch: the thread count of tasks/cpu_threads.py's rule (it rechecks at most
+        every few seconds). The samples do not depend on it (tests/generation/test_hf_backend.py)."""
+        if next(self.model.parameters()).device.type != "cpu":
+            return
+        if self._threads is None:
+            from tasks.cpu_threads import ThreadGovernor
+
+            self._threads = ThreadGovernor()
+        self._threads()
 
     @classmethod
     def from_pretrained(cls, path: str, device: str | None = None, **kw) -> "HFGenerator":
@@ -230,6 +242,7 @@ class HFGenerator:
         per_batch = prompts_per_batch(self.batch_size, params.n)
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         for start in range(0, len(prompts), per_batch):
+            self._govern_threads()
             batch = list(prompts[start:start + per_batch])
             if seeds is None:
                 group_seeds = [int(torch.randint(0, 2**62, (1,), generator=gen))]  # one group: the batch

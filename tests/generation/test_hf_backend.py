@@ -46,3 +46,18 @@ def test_logprobs_match_a_forward_pass(gen):
         logp = torch.log_softmax(gen.model(ids).logits[0, len(prompt_ids) - 1:-1].float(), -1)
     ref = logp.gather(-1, torch.tensor(comp.token_ids).unsqueeze(-1)).squeeze(-1)
     assert torch.allclose(ref, torch.tensor(comp.logprobs), atol=1e-4)
+
+
+def test_samples_do_not_depend_on_the_torch_thread_count(gen, monkeypatch):
+    """The engine picks its thread count from the CPUs others leave free (tasks/cpu_threads.py): evaluation
+    and difficulty figures must not move with the machine's load."""
+    prompts = [chat_prompt(gen.tok, f"{a}+{a + 1}?") for a in range(6)]
+    params = SamplingParams(n=4, max_tokens=16, temperature=0.6, top_p=0.95, seed=3)
+    runs = {}
+    for n in (1, 2):
+        monkeypatch.setenv("KLEAR_TORCH_THREADS", str(n))
+        engine = HFGenerator(gen.model, gen.tok)
+        runs[n] = engine.generate(prompts, params)
+        assert torch.get_num_threads() == n
+    ids = {n: [[c.token_ids for c in cs] for cs in out] for n, out in runs.items()}
+    assert ids[1] == ids[2]
