@@ -63,7 +63,9 @@ def plot_arms(curves: dict[str, list[list[dict]]], keys: tuple[str, ...], out: P
     every run logged it, in a band of its 95% interval (mean ± t(0.975, n−1)·s/√n) when there are ≥ 2 runs."""
     plt = _pyplot()
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), dpi=100, squeeze=False)
+    legend_rows = -(-len(curves) // 3)  # the arms' legend below the panels, three to a row: it covers no curve
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5 + 0.25 * legend_rows), dpi=100,
+                             squeeze=False)
     for ax, key in zip(axes[0], keys):
         for arm, runs in curves.items():
             per_run = [{r["step"]: r[key] for r in rows if key in r} for rows in runs]
@@ -76,9 +78,10 @@ def plot_arms(curves: dict[str, list[list[dict]]], keys: tuple[str, ...], out: P
         ax.set_xlabel("step")
         ax.set_title(key)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.25 * legend_rows / (3.5 + 0.25 * legend_rows) + 0.02, 1, 1))
     fig.savefig(out)
     plt.close(fig)
     return Path(out)
