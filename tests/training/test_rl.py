@@ -173,7 +173,8 @@ def test_four_ranks_fsdp_with_tensor_parallel_vllm_engines(sft_model, tmp_path):
                eval_benchmark=str(bench), eval_every=2, eval_k=2,
                step_timeout_s=240)  # a hang fails in minutes, with every rank's stack
     res = run_rl(model, data, str(tmp_path / "rl"), cfg, nproc=4)
-    m = res["metrics"]
+    start, *m = res["metrics"]  # step 0: the starting policy's held-out figure, evaluated by the tp engines too
+    assert set(start) == {"step", "eval_avg_at_k"} and start["step"] == 0 and 0 <= start["eval_avg_at_k"] <= 1
     assert [r["step"] for r in m] == [1, 2] and all(r["t_sync_s"] > 0 for r in m)
     assert "eval_avg_at_k" not in m[0] and 0 <= m[1]["eval_avg_at_k"] <= 1
     assert all(r["response_len"] > 5 for r in m)
