@@ -137,7 +137,7 @@ def finished_run(run_out: Path) -> dict | None:
     if not finished(run_out):
         return None
     rows = read_metrics(run_out)
-    evals = [r["eval_avg_at_k"] for r in rows if "eval_avg_at_k" in r and r["step"] > 0]
+    figs = run_figures(rows)
     return {"checkpoint": recorded_checkpoint_id(run_out), "out": str(run_out), "steps": rows[-1]["step"] if rows else 0,
             "final_reward": rows[-1].get("reward_mean") if rows else None,
-            "final_avg_at_k": evals[-1] if evals else None, "best_avg_at_k": max(evals) if evals else None}
+            "final_avg_at_k": figs["final_avg_at_k"], "best_avg_at_k": figs["best_avg_at_k"]}

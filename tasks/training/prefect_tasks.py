@@ -16,6 +16,7 @@ from tasks.prefect_tasks import progress_feed, run_artifact_key
 from tasks.progress import ProgressLine, StepProgress
 from tasks.reporting import chart_markdown
 from tasks.training.lineage import register_checkpoint
+from tasks.training.ablation import run_figures
 from tasks.training.launch import run_rl, run_sft
 from tasks.training.rl_data import Selection
 from tasks.training.sft import SFTConfig
@@ -79,7 +80,7 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
         f"# RL checkpoint `{row['id']}` ({config.loss})\n\n- path: `{out}`\n- parent: `{row['parent']}`\n"
         f"- dataset: `{result['dataset']}`\n- problems: {selection.line()}\n- steps: {result['steps']}, reward {m[0]['reward_mean']:.3f} → "
         f"{m[-1]['reward_mean']:.3f}, accuracy {m[0]['accuracy']:.3f} → {m[-1]['accuracy']:.3f}\n"))
-    evals = [r["eval_avg_at_k"] for r in result["metrics"] if "eval_avg_at_k" in r and r["step"] > 0]
+    figs = run_figures(result["metrics"])  # held-out figures of the trained steps (step 0 is the start)
     return {"checkpoint": row["id"], "out": out, "steps": result["steps"], "dataset": result["dataset"],
-            "final_reward": m[-1]["reward_mean"], "final_avg_at_k": evals[-1] if evals else None,
-            "best_avg_at_k": max(evals) if evals else None}
+            "final_reward": m[-1]["reward_mean"], "final_avg_at_k": figs["final_avg_at_k"],
+            "best_avg_at_k": figs["best_avg_at_k"]}
