@@ -71,15 +71,15 @@ def _is_verify_output(path: Path) -> bool:
 def _check_output(out: str, force: bool) -> None:
     """--out is a file in a writable directory, and not somebody's data (module rule)."""
     from storage import paths
-    from storage.claims import ClaimError, writable_dir
+    from storage.claims import ClaimError, could_create_dir
 
     if not paths.is_local(out):
         return
     target = Path(out.removeprefix("file://"))
     if target.is_dir():
         raise UserError(f"--out {out}: is a directory; give a .jsonl or .parquet file path")
-    try:
-        writable_dir(target.parent)
+    try:  # creates nothing: a refused command (bad input rows included) leaves no directory behind
+        could_create_dir(target.parent)
     except ClaimError as exc:
         raise UserError(f"--out {out}: cannot write there ({exc})") from None
     if target.exists() and not force and not _is_verify_output(target):
@@ -137,6 +137,8 @@ def verify(
         except VerifyError as exc:
             raise UserError(str(exc)) from None
     try:
+        if paths.is_local(out):
+            Path(out.removeprefix("file://")).parent.mkdir(parents=True, exist_ok=True)
         write_rows(results, out)
     except VerifyIOError as exc:
         raise UserError(str(exc)) from None

@@ -39,6 +39,15 @@ def test_bad_invocations_are_one_line_exit_2(rows_file, args, needle):
     assert rows_file.read_text().endswith("{oops\n")  # the input is untouched
 
 
+def test_refused_input_creates_no_out_directory(tmp_path):
+    bad = tmp_path / "in.parquet"
+    bad.write_text("not parquet")
+    out_dir = tmp_path / "new" / "dir"
+    r = klear("verify", str(bad), "--out", str(out_dir / "o.jsonl"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.docker
 def test_verify_end_to_end(rows_file, tmp_path):
     try:
