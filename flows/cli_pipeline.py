@@ -24,8 +24,6 @@ def pipeline(
     scale: float = typer.Option(1.0, "--scale", help="Size of the bundled demo data"),
 ) -> None:
     """The end-to-end pipeline on the bundled data: curate → verify → SFT → difficulty → RL → evaluate."""
-    if scale <= 0:
-        raise UserError("--scale must be positive")
     _run_pipeline(store, seed, scale)
 
 

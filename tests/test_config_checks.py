@@ -106,7 +106,7 @@ def test_cli_defaults_are_the_config_defaults(command, cls, renamed):
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"demo_scale": 0}, "demo_scale (--demo-scale) must be above 0.0"),
+    ({"demo_scale": 0.01}, "demo_scale (--demo-scale) must be at least 0.02 (got 0.01)"),
     ({"eval_k": 0}, "eval_k (--eval-k) must be at least 1"),
     ({"difficulty_k": -1}, "difficulty_k (--difficulty-k) must be at least 0"),
     ({"model_preset": "huge"}, "model_preset (--model-preset) must be one of tiny, small"),

@@ -104,6 +104,11 @@ class MathSpec:
     bench_rows: int = 80       # benchmark size (not scaled)
 
 
+MIN_SCALE = 0.02  # the smallest scale: below ~0.008 the math rows cannot hold every planted case (four
+#   duplicates, three near-duplicates of the longest problems), and 0.02 is the smallest pipeline the test
+#   suite runs end to end (tests/flows/test_pipeline_qwen_vocab.py)
+
+
 @dataclass(frozen=True)
 class CodeSpec:
     train_rows: int = 150      # code rows at scale 1.0, including the 2 wrong references and:
@@ -720,8 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the training row counts")
     args = ap.parse_args(argv)
-    if args.scale <= 0:
-        ap.error("--scale must be positive")
+    if not args.scale >= MIN_SCALE:
+        ap.error(f"--scale must be at least {MIN_SCALE} (got {args.scale})")
     t0 = time.perf_counter()
     d = write_demo_sources(args.out_dir, args.seed, args.scale)
     counts = json.loads(d.manifest.read_text())["row_counts"]

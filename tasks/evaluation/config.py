@@ -13,7 +13,8 @@ MAX_K = 4096                       # samples per problem; past this a run is a t
 @dataclass
 class EvalConfig(Sampling):
     k: int = 8                     # samples per problem (avg@k, pass@k)
-    backend: str = "auto"
+    backend: str = "auto"          # engine: auto (vllm when installed and on a GPU, else hf), hf (transformers)
+    #                                or vllm
 
     def __post_init__(self) -> None:
         """Ranges and names, checked once for the CLI and deployments alike."""
@@ -29,7 +30,7 @@ class DifficultyConfig(Sampling):
     k: int = 8                     # samples per problem (paper: 16)
     hard_below: float = 0.25       # pass rate in (0, hard_below) is "hard"
     easy_from: float = 0.75        # pass rate ≥ easy_from is "easy"; in between "medium"
-    backend: str = "auto"
+    backend: str = "auto"          # engine: auto (vllm when installed and on a GPU, else hf), hf or vllm
 
     def __post_init__(self) -> None:
         """Ranges and names, checked once for the CLI and deployments alike."""

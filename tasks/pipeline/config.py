@@ -77,7 +77,9 @@ class PipelineConfig:
         from tasks.config_checks import check_float, check_int
         from tasks.models.presets import PRESETS
 
-        check_float(self, "demo_scale", 0.0, 100.0, above=True)
+        from tasks.curation.demo_data import MIN_SCALE
+
+        check_float(self, "demo_scale", MIN_SCALE, 100.0)
         check_int(self, "min_tests", 0)
         check_int(self, "seed", 0)
         check_int(self, "sft_nproc", 1)

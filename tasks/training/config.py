@@ -132,7 +132,8 @@ class RLConfig(Sampling):
     top_p: float = 1.0                    # the paper's RL setting
     save_every: int = 20                  # checkpoint every N rollout batches
     keep_checkpoints: int = 2             # older checkpoints are deleted
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)  # rewards of correct and wrong answers, format
+    #                                       penalties (no <think> / </think>), code: soft (pass fraction) or hard
     eval_benchmark: str | None = None     # held-out canonical file evaluated every `eval_every` steps
     eval_every: int = 0                   # 0: no evaluation during training
     eval_k: int = 4                       # samples per held-out problem

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -82,6 +83,20 @@ def test_sizes_at_scale_one(tmp_path):
     assert 2000 <= counts["math_chain"] + counts["math_qa"] <= 4000
     assert 100 <= counts["code"] <= 200
     assert 50 <= counts["bench_math"] <= 100 and 10 <= counts["bench_code"] <= 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_smallest_scale_holds_every_planted_case(seed):
+    files, _, _ = dd.build_demo(seed, dd.MIN_SCALE)
+    kinds = Counter(line.kind for lines in files.values() for line in lines)
+    assert {k: kinds[k] for k in ("malformed", "duplicate", "near_duplicate", "contaminated")} == {
+        "malformed": 7, "duplicate": 5, "near_duplicate": 4, "contaminated": 4}
+
+
+def test_cli_refuses_a_scale_below_the_smallest(tmp_path):
+    with pytest.raises(SystemExit):
+        dd.main([str(tmp_path), "--scale", str(dd.MIN_SCALE / 2)])
+    assert not list(tmp_path.iterdir())
 
 
 def test_cli_writes_and_lists_files(tmp_path, capsys):

@@ -463,6 +463,7 @@ def test_backend_vllm_without_vllm_is_one_line(fx, tmp_path, command):
     ("--seed", "-1", "--seed must be at least 0 (got -1)"),
     ("--scale", "nan", "--scale must be a finite number (got nan)"),
     ("--scale", "1e9", "--scale must be at most"),
+    ("--scale", "0.001", "--scale must be at least 0.02 (got 0.001)"),
     ("--seed", str(1 << 64), "--seed must be at most"),
 ])
 def test_a_bad_pipeline_value_is_one_line_naming_its_flag(fx, flag, value, needle):
