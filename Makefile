@@ -39,7 +39,7 @@ demo: sandbox-image
 	$(KLEAR) demo
 
 test: sandbox-image vllm
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=30
 
 bench: setup
 	$(PY) bench/curate.py

@@ -111,6 +111,8 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
     if config.gpu_pool:  # child runs get the same absolute paths (the store is shared by the pools)
         store = shared_path(store)
     stages = NamedStages(planned_stages(config), also=log.info)
+    if note := config.scale_note():
+        log.warning(note)
     if config.demo:
         with stages.stage("demo-data") as st:
             sources, benchmarks = demo_data_task(store, config.seed, config.demo_scale)

@@ -121,6 +121,15 @@ def test_pipeline_config_checks_itself(kw, message):
     assert str(exc.value).startswith(message), str(exc.value)
 
 
+def test_a_demo_too_small_to_learn_is_said_to_be_one():
+    from tasks.curation.demo_data import LEARNING_SCALE
+    from tasks.pipeline.config import PipelineConfig
+
+    assert "learns from demo scale 0.5" in PipelineConfig(demo_scale=0.25).scale_note()
+    assert PipelineConfig(demo_scale=LEARNING_SCALE).scale_note() is None
+    assert PipelineConfig().scale_note() is None
+
+
 def test_pipeline_config_checks_its_benchmark_and_base_model(tmp_path):
     from tasks.pipeline.config import PipelineConfig
 

@@ -115,6 +115,15 @@ class PipelineConfig:
         if self.base_model and not paths.exists(f"{self.base_model}/config.json"):
             raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json)")
 
+    def scale_note(self) -> str | None:
+        """A warning for a demo too small to learn (tasks/curation/demo_data.LEARNING_SCALE), else None."""
+        from tasks.curation.demo_data import LEARNING_SCALE
+
+        if not self.demo or self.demo_scale >= LEARNING_SCALE:
+            return None
+        return (f"demo scale {self.demo_scale:g} checks every stage; the tiny model learns from demo scale "
+                f"{LEARNING_SCALE:g} (below, SFT solves too few problems for RL to gain)")
+
     def deployment_for(self, stage: str) -> str:
         """The deployment that runs `stage` on the GPU pool (an override, else prefect.yaml's default)."""
         return self.gpu_deployments.get(stage) or GPU_DEPLOYMENTS[stage]
