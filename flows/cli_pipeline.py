@@ -70,12 +70,12 @@ def _pipeline_config(root: str, seed: int, scale: float):
     """The run's PipelineConfig, checked before any work: a refused value is one line naming this command's
     flag for it (`--scale`, where the config's own message would name the field's `--demo-scale`)."""
     from tasks.config_checks import ConfigError
-    from tasks.pipeline.config import PipelineConfig
+    from tasks.pipeline.config import PipelineConfig, demo_rl
 
     if seed > MAX_SEED:
         raise UserError(f"--seed must be at most {MAX_SEED} (got {seed})")
     try:
-        return PipelineConfig(store=root, seed=seed, demo_scale=scale)
+        return PipelineConfig(store=root, seed=seed, demo_scale=scale, rl=demo_rl(scale))
     except ConfigError as e:
         flag = PIPELINE_FLAGS.get(e.field)
         raise UserError(f"{flag} {e.detail}" if flag else e.message) from None

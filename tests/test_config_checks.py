@@ -130,6 +130,13 @@ def test_a_demo_too_small_to_learn_is_said_to_be_one():
     assert PipelineConfig().scale_note() is None
 
 
+def test_the_demo_rl_shrinks_only_below_the_scale_that_learns():
+    from tasks.pipeline.config import PipelineConfig, demo_rl
+
+    assert [demo_rl(s).steps for s in (0.02, 0.05, 0.25, 0.5, 1.0, 4.0)] == [2, 2, 10, 20, 20, 20]
+    assert demo_rl() == PipelineConfig().rl
+
+
 def test_pipeline_config_checks_its_benchmark_and_base_model(tmp_path):
     from tasks.pipeline.config import PipelineConfig
 
