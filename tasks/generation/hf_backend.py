@@ -71,7 +71,9 @@ import torch
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
 
 GQA_SDPA = "klear_sdpa_gqa"
-BATCH_SIZE = 64  # rows (prompts × n) per decode batch
+BATCH_SIZE = 128  # rows (prompts × n) per decode batch: a decode step's Python and kernel-launch overhead
+#   is shared by more rows (the demo SFT model on CPU: ×1.19 tokens per CPU-s against 64 rows, ×1.28 at 256;
+#   docs/benchmarks.md), while the logits of one step stay small (128 × 151,936 fp32 = 78 MB at Qwen's vocab)
 
 
 def prompts_per_batch(batch_size: int, n: int) -> int:
