@@ -130,7 +130,7 @@ def test_ctrl_c_stops_klear_curate_at_once_in_one_line_with_its_server(big_sourc
         servers = _server_of(cmd)
         assert servers, "no temporary Prefect server under the command"
         os.killpg(cmd.proc.pid, signal.SIGINT)
-        assert cmd.finish(timeout=30) == 130
+        assert cmd.finish(timeout=30) == 130, "\n".join(cmd.lines)[-3000:]
     finally:
         cmd.kill()
     _one_last_line(cmd, "klear: interrupted")
@@ -175,7 +175,7 @@ def test_ctrl_c_of_sft_on_two_processes_is_one_line_and_stops_every_rank(sft_inp
         workers = cmd.descendants()
         assert len(workers) >= 3, workers  # torchrun and its two ranks (and the temporary server)
         os.killpg(cmd.proc.pid, signal.SIGINT)
-        assert cmd.finish(timeout=60) == 130
+        assert cmd.finish(timeout=60) == 130, "\n".join(cmd.lines)[-3000:]
     finally:
         cmd.kill()
     _one_last_line(cmd, "klear: interrupted")
