@@ -107,9 +107,9 @@ class MathSpec:
 MIN_SCALE = 0.02  # the smallest scale: below ~0.008 the math rows cannot hold every planted case (four
 #   duplicates, three near-duplicates of the longest problems), and 0.02 is the smallest pipeline the test
 #   suite runs end to end (tests/flows/test_pipeline_qwen_vocab.py)
-LEARNING_SCALE = 0.5  # the smallest scale whose demo pipeline learns (docs/benchmarks.md, "Demo at smaller
-#   scales"): SFT's steps and rows shrink with the scale, and below this its model solves too few problems
-#   for RL to gain on (RL lost 2.8 points at 0.25, gained 6.9 at 0.5 and 22.5 at 1)
+LEARNING_SCALE = 0.5  # the smallest scale whose demo pipeline learns: SFT's steps and rows shrink with the
+#   scale, and below this its model solves too few problems for RL to gain on (docs/benchmarks.md, "demo
+#   time and smaller scales": the figures per scale)
 
 
 @dataclass(frozen=True)

@@ -82,9 +82,8 @@ class PipelineConfig:
         `hf:` sources are checked when read), the reported benchmark among the benchmarks, a base model
         directory with a config.json, and `gpu_deployments` naming only known stages, each FLOW/DEPLOYMENT."""
         from tasks.config_checks import check_float, check_int
-        from tasks.models.presets import PRESETS
-
         from tasks.curation.demo_data import MIN_SCALE
+        from tasks.models.presets import PRESETS
 
         check_float(self, "demo_scale", MIN_SCALE, 100.0)
         check_int(self, "min_tests", 0)
