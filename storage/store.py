@@ -228,6 +228,8 @@ class Store:
             if _abandoned_tmp(d.name):
                 log.warning("store %s: removing %s, left by a writer that is gone", self.root, d.name)
                 _remove_tree(str(d))
+            elif TMP_MARK in d.name:  # a live writer's version, renamed into place (or removed) by it
+                continue
             elif (d / "manifest.json").is_file():
                 complete.append(d.name)
         if not complete:
@@ -236,6 +238,8 @@ class Store:
         for vid in sorted(set(complete) - recorded):
             try:
                 version = self.load_version(vid)
+            except FileNotFoundError:  # removed since the listing (a concurrent repair or cleanup)
+                continue
             except StoreError as e:  # reported when that version is asked for; not this write's business
                 log.warning("store %s: not recording %s: %s", self.root, vid, e)
                 continue
@@ -274,16 +278,19 @@ class Store:
         return self.catalog.current_dataset("problems")
 
 
+TMP_MARK = ".tmp-"  # in a directory name under datasets/: a version being written, never one to read
+
+
 def _tmp_suffix() -> str:
     """`.tmp-<host>-<pid>`: whose temp version directory this is, so a later writer on this host can tell
     one whose writer is gone (`_abandoned_tmp`) from one being written."""
-    return f".tmp-{socket.gethostname()}-{os.getpid()}"
+    return f"{TMP_MARK}{socket.gethostname()}-{os.getpid()}"
 
 
 def _abandoned_tmp(name: str) -> bool:
     """Whether a directory name under datasets/ is the temp version of a writer on this host that no longer
     runs (a temp directory of another host is left alone: this host cannot see its writer)."""
-    _, sep, owner = name.partition(".tmp-")
+    _, sep, owner = name.partition(TMP_MARK)
     host, dash, pid = owner.rpartition("-")
     if not (sep and dash and pid.isdigit()) or host != socket.gethostname():
         return False

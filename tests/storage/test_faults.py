@@ -133,6 +133,21 @@ def test_a_temp_version_left_by_a_killed_writer_is_removed_by_the_next_write(tmp
     assert not left.exists() and live.exists()
 
 
+def test_a_live_writers_complete_temp_version_is_not_recorded_by_another_write(tmp_path):
+    """A writer between its manifest and its rename: its temp directory looks complete but is not a
+    version (recording it would read a path about to vanish)."""
+    store = Store(str(tmp_path / "s"))
+    y = DatasetVersion(id="ds-y", kind="curate", parameters={}, counts={"kept": 1}, rows_in=1)
+    store.write_version(y, {"problems": pa.table({"id": ["y"]})})  # a real manifest to copy
+    live = tmp_path / "s" / "datasets" / f"ds-z.tmp-{os.uname().nodename}-{os.getpid()}"
+    shutil.copytree(tmp_path / "s" / "datasets" / "ds-y", live)
+    manifest = json.loads((live / "manifest.json").read_text())
+    (live / "manifest.json").write_text(json.dumps({**manifest, "id": "ds-z"}))  # ds-z, about to be renamed
+    v = DatasetVersion(id="ds-c", kind="curate", parameters={}, counts={"kept": 1}, rows_in=1)
+    store.write_version(v, {"problems": pa.table({"id": ["c"]})})
+    assert sorted(r[0] for r in store.catalog.query("SELECT id FROM datasets")) == ["ds-c", "ds-y"]
+
+
 # -- no room on the disk ------------------------------------------------------------------------------------
 
 def _store_with_a(tmp_path) -> Store:
