@@ -34,9 +34,16 @@ class Command:
         e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         e.pop("PREFECT_API_URL", None)
         e.update(env or {})
+        def as_a_terminal_starts_it():
+            # A shell starts a foreground job with Ctrl-C at its default; this test run may have inherited
+            # SIGINT ignored (a background job of a non-interactive shell), which the command would keep.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if preexec_fn is not None:
+                preexec_fn()
+
         self.proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, env=e,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True, preexec_fn=preexec_fn)
+                                     start_new_session=True, preexec_fn=as_a_terminal_starts_it)
         self.lines: list[str] = []
         self._new: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
