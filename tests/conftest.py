@@ -22,3 +22,13 @@ def prefect_server(tmp_path_factory):
 
     with prefect_test_harness(server_startup_timeout=60):
         yield
+
+
+@pytest.fixture
+def session_api(prefect_server) -> dict[str, str]:
+    """The environment for a `klear` subprocess to run its flows on the session's server instead of starting
+    a temporary one (6–15 s a command). Tests of the temporary server itself (tests/flows/test_faults_cli.py,
+    tests/test_process_lifetime.py) and of concurrent commands each with its own do without."""
+    from prefect.settings import PREFECT_API_URL
+
+    return {"PREFECT_API_URL": PREFECT_API_URL.value()}

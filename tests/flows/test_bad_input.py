@@ -298,13 +298,13 @@ def test_model_init_skips_a_bad_corpus_row_and_names_it(fx, tmp_path):
 
 
 @pytest.mark.slow  # curation runs as a Prefect flow
-def test_curate_keeps_going_past_bad_rows_and_records_each_with_its_row(fx, tmp_path):
+def test_curate_keeps_going_past_bad_rows_and_records_each_with_its_row(fx, tmp_path, session_api):
     import duckdb
 
     src = tmp_path / "s.jsonl"
     src.write_text('{"problem": "p ok one two three", "answer": "3"}\n{oops\n"just a string"\n'
                    '{"problem": "p nan", "answer": NaN}\n{"problem": "p inf", "answer": Infinity}\n')
-    r = klear("curate", "--source", f"s={src}", "--store", tmp_path / "store")
+    r = klear("curate", "--source", f"s={src}", "--store", tmp_path / "store", env=session_api)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     con = duckdb.connect(str(tmp_path / "store" / "catalog.duckdb"), read_only=True)
     dropped = con.sql("select row, reason, detail from dropped order by row").fetchall()
@@ -316,9 +316,9 @@ def test_curate_keeps_going_past_bad_rows_and_records_each_with_its_row(fx, tmp_
 
 # -- errors that only a flow can find: one line, not Prefect's traceback and then the line ------------------
 
-@pytest.mark.slow  # starts Prefect
+@pytest.mark.slow  # runs a flow
 @pytest.mark.parametrize("command", ["sft", "rl", "eval"])
-def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command):
+def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command, session_api):
     """A config with a model_type transformers does not know passes the CLI's light checks; the trainer's
     entry finds it (tasks/models/checks.py, deep) inside the flow; eval, which loads the tokenizer to bound
     prompt lengths, finds it before."""
@@ -326,7 +326,7 @@ def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command):
     cfg = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**cfg, "model_type": "no-such-architecture"}))
     out = {"--out": tmp_path / "o"} if command in ("sft", "rl") else {}
-    r = klear(*_args(fx, command, **{"--model": model, **out}), timeout=600)
+    r = klear(*_args(fx, command, **{"--model": model, **out}), env=session_api, timeout=600)
     lines = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith(f"klear {command}")]
     assert r.returncode == 2 and "Traceback" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("klear: error: ")
@@ -334,11 +334,11 @@ def test_an_error_inside_the_flow_is_printed_once(fx, tmp_path, command):
 
 
 @pytest.mark.slow  # torchrun behind Prefect
-def test_a_rank_past_its_step_timeout_ends_klear_rl_in_one_line_after_the_ranks_output(fx, tmp_path):
+def test_a_rank_past_its_step_timeout_ends_klear_rl_in_one_line_after_the_ranks_output(fx, tmp_path, session_api):
     """--step-timeout-s reaches every torchrun rank; the rank that runs out of time says so (rank, step, limit)
     and the launcher adds one line, not Prefect's traceback of it."""
     r = klear(*_args(fx, "rl", **{"--out": tmp_path / "o", "--steps": 2}), "--nproc", 2, "--step-timeout-s", 0.01,
-              timeout=600)
+              env=session_api, timeout=600)
     assert r.returncode == 2, r.stderr[-3000:]
     assert re.search(r"rank [01]: RL step 1 ran past 0.01 s \(--step-timeout-s\); ending the run", r.stderr)
     last = [line for line in r.stderr.splitlines() if line.strip()][-1]
@@ -347,14 +347,15 @@ def test_a_rank_past_its_step_timeout_ends_klear_rl_in_one_line_after_the_ranks_
 
 
 @pytest.mark.slow  # trains one step behind Prefect
-def test_a_stale_claim_from_a_dead_run_is_taken_over(fx, tmp_path):
+def test_a_stale_claim_from_a_dead_run_is_taken_over(fx, tmp_path, session_api):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     out = tmp_path / "o"
     out.mkdir()
     (out / ".klear-claim.json").write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename,
                                                        "command": "klear sft (killed)", "since": "earlier"}))
-    r = klear(*_args(fx, "sft", **{"--out": out}), "--batch-size", 2, "--seq-len", 64, timeout=600)
+    r = klear(*_args(fx, "sft", **{"--out": out}), "--batch-size", 2, "--seq-len", 64, env=session_api,
+              timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert not (out / ".klear-claim.json").exists() and (out / "model.safetensors").exists()
 

@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(args, tmp_path, **env):
-    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **env}
+    e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     e.pop("PREFECT_API_URL", None)
+    e.update(env)
     return subprocess.run(KLEAR + args, capture_output=True, text=True, cwd=ROOT, env=e, timeout=300)
 
 
@@ -47,14 +48,14 @@ def test_broken_parquet_is_named(tmp_path):
 
 
 @pytest.mark.slow
-def test_curate_prints_summary_and_reruns_identically(tmp_path):
+def test_curate_prints_summary_and_reruns_identically(tmp_path, session_api):
     files = write_corpus(tmp_path / "in")
     args = ["curate", "--source", f"a={files['a']}", "--source", f"b={files['b']}",
             "--benchmark", f"bench={files['bench']}", "--store", str(tmp_path / "store")]
-    r1 = run(args, tmp_path)
+    r1 = run(args, tmp_path, **session_api)
     assert r1.returncode == 0, r1.stderr
     assert "TOTAL" in r1.stdout and "catalog.duckdb" in r1.stdout
-    r2 = run(args, tmp_path)
+    r2 = run(args, tmp_path, **session_api)
     assert r2.returncode == 0, r2.stderr
     assert r1.stdout == r2.stdout
 
@@ -102,8 +103,8 @@ def test_a_bad_store_reference_is_one_line(tmp_path, command, suffix, why):
     assert r.stderr.strip() == f"klear: error: --data {data}: " + why.format(store=f"{tmp_path}/store")
 
 
-@pytest.mark.slow  # a tiny model and a few SFT steps in a subprocess, behind an ephemeral Prefect server
-def test_sft_writes_progress_lines_while_it_runs(tmp_path):
+@pytest.mark.slow  # a tiny model and a few SFT steps in a subprocess
+def test_sft_writes_progress_lines_while_it_runs(tmp_path, session_api):
     """Off a terminal (stdout and stderr piped, as in CI or a log file) `klear sft` writes plain progress
     lines as it trains — no bar redraws — and the first one arrives while the process still runs."""
     import json
@@ -118,8 +119,9 @@ def test_sft_writes_progress_lines_while_it_runs(tmp_path):
     r = run(["model", "init", "--out", str(tmp_path / "m"), "--corpus", str(data)], tmp_path)
     assert r.returncode == 0, r.stderr
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    for k in ("PREFECT_API_URL", "KLEAR_PROGRESS", "KLEAR_PROGRESS_INTERVAL"):
+    for k in ("KLEAR_PROGRESS", "KLEAR_PROGRESS_INTERVAL"):
         env.pop(k, None)
+    env.update(session_api)
     proc = subprocess.Popen(KLEAR + ["sft", "--model", str(tmp_path / "m"), "--data", str(data),
                                      "--out", str(tmp_path / "o"), "--epochs", "1", "--max-steps", "6",
                                      "--batch-size", "2", "--micro-batch-size", "2", "--seq-len", "128"],
