@@ -5,17 +5,18 @@
 #
 #   bash bench/gpu.sh                 # GPU: Qwen2.5-0.5B's shape, ~0.49B (hidden 896, 24 layers, 14 heads /
 #                                     #      2 KV heads, ffn 4864, vocab 151936, tied embeddings), worst case
-#                                     #      7.5 min
+#                                     #      8 min
 #   bash bench/gpu.sh --cpu-smoke     # CPU: the qwen3-tiny preset (tasks/models/presets.py), a few steps,
 #                                     #      same code paths (KLEAR_GPU_BENCH_SMOKE=1 does the same); vLLM is
 #                                     #      skipped when there is no GPU
 #   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
+#   bash bench/gpu.sh --sft           # setup + sft + sft_loss only (≈ 2 min on a GPU)
 #   KLEAR_BENCH_TP=2 bash bench/gpu.sh --rl-dist   # the same with one vLLM engine per 2 GPUs (--tensor-parallel 2)
 #
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
 # the parts' logs to bench/out/gpu.log. Parts, each its own process under its own time limit (GPU / smoke),
-# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 450 s) caps them all:
+# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 480 s) caps them all:
 #   setup    (60 s)  Qwen's tokenizer (built from dashscope's qwen.tiktoken ranks, a few seconds) + random
 #                    model saved as an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows
 #                    (.jsonl). Every part below pays the 151,936-wide lm_head and its logits (SFT's
@@ -23,6 +24,10 @@
 #   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
 #                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
 #                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
+#   sft_loss (60 s)  SFT's loss on one micro-batch (4 × 4096 tokens) of the setup model, bf16 autocast: the
+#                    one-shot cross-entropy over an fp32 copy of the logits (train_sft's form until
+#                    2026-12-04) against tasks.training.sft_loss.summed_nll, alternated: peak memory and
+#                    seconds of each and their ratios
 #   rollout (150 s)  tasks.generation.vllm_backend.VLLMGenerator (vLLM defaults on GPU: CUDA graphs, bf16,
 #                    gpu_memory_utilization 0.5 as in RL): 32 prompts × n=8, temperature 1.0, top_p 1,
 #                    max_tokens 1024 → generated tokens/s; then sync_weights(fp32 policy on the GPU) × 3 after
@@ -70,11 +75,13 @@ REPO=$(pwd)
 
 SMOKE=${KLEAR_GPU_BENCH_SMOKE:-0}
 ONLY_RL_DIST=0
+ONLY_SFT=0
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
-    -h|--help) sed -n '2,66p' "$0"; exit 0 ;;
+    --sft) ONLY_SFT=1 ;;
+    -h|--help) sed -n '2,71p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -96,11 +103,11 @@ if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
   FLAG=--smoke
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
-  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_RLD=240
+  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_RLD=240
 else
   FLAG=
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
-  GLOBAL_S=450; L_SETUP=60; L_SFT=110; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_RLD=240
+  GLOBAL_S=480; L_SETUP=60; L_SFT=110; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
 LOG=bench/out/gpu.log; : >"$LOG"
@@ -145,11 +152,14 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
 run_part setup "$L_SETUP" setup
 if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft
+  run_part sft_loss "$L_SFTL" sft_loss
+fi
+if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then
   run_part rollout "$L_ROLLOUT" rollout
   run_part rl_update_fp32 "$L_RL" rl --precision fp32
   run_part rl_update_bf16 "$L_RLB" rl --precision bf16
 fi
-run_part rl_dist "$L_RLD" rl_dist
+[ "$ONLY_SFT" != 1 ] && run_part rl_dist "$L_RLD" rl_dist
 
 "$PY" bench/gpu_bench.py report --work "$WORK" $FLAG --started "$START" 2>&1 | tail -n 1 >&2
 [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/gpu.log" 2>/dev/null

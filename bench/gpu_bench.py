@@ -2,7 +2,7 @@
 the formula and the budgets). Every measurement is one JSON line on stdout, also appended to
 WORK/results.jsonl, written as soon as it is measured (a part killed at its time limit keeps what it had).
 
-    python bench/gpu_bench.py setup|sft|rollout|rl|rl_dist|report --work DIR [--smoke] [--precision fp32|bf16]
+    python bench/gpu_bench.py setup|sft|sft_loss|rollout|rl|rl_dist|report --work DIR [--smoke] [--precision fp32|bf16]
 
 setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_tokenizer: 151,669 ids, 151,936
           embedding rows, two eos ids), saved as an HF directory (fp32, as `klear model init` saves). GPU:
@@ -10,6 +10,10 @@ setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_token
           ~0.49B parameters, a quarter of them the embedding); smoke: the `qwen3-tiny` preset's model
           (tasks/models/presets.py). Then synthetic long-CoT SFT rows (.jsonl).
 sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up.
+sft_loss  SFT's loss on one micro-batch of the setup model (micro_batch_size × seq_len tokens, bf16 autocast
+          on a GPU as train_sft): forward + backward with the one-shot cross-entropy over an fp32 copy of
+          the logits (train_sft's form until 2026-12-04) and with tasks.training.sft_loss.summed_nll (blocks
+          under activation checkpointing), alternated in one process: peak memory, seconds, their ratios.
 rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
           sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
           backend "hf" (the policy itself, tasks.generation.hf_backend) is timed instead, labelled so.
@@ -291,6 +295,60 @@ def part_sft(work: Path, smoke: bool) -> None:
          model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
          peak_mem_gib=peak_mem_gib(), loss_first=round(logged[1]["loss"], 4), loss_last=round(logged[total]["loss"], 4),
          stopped_before_final_save=stopped, wall_s=round(time.perf_counter() - t0, 1), **device_info())
+
+
+def part_sft_loss(work: Path, smoke: bool) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training.sft_loss import summed_nll
+
+    s = settings(smoke)["sft"]
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    model = AutoModelForCausalLM.from_pretrained(str(work / "model"), torch_dtype=torch.float32).to(dev)
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (s["micro_batch_size"], s["seq_len"]), generator=g).to(dev)
+    labels = ids.clone()
+    labels[:, :s["seq_len"] // 8] = -100  # a prompt: not scored
+
+    def one_shot(logits, labels):
+        return torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                                 labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+
+    def measure(loss_fn) -> tuple[float, float | None, float]:
+        model.zero_grad(set_to_none=True)
+        sync()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=ids).logits
+        loss = loss_fn(logits, labels)
+        loss.backward()
+        sync()
+        return time.perf_counter() - t0, peak_mem_gib(), float(loss)
+
+    forms = {"one_shot": one_shot, "blocked": summed_nll}
+    for fn in forms.values():  # warm-up: kernels, allocator
+        measure(fn)
+    runs: dict[str, list] = {name: [] for name in forms}
+    for _ in range(3):
+        for name, fn in forms.items():
+            runs[name].append(measure(fn))
+    sec = {n: statistics.median(r[0] for r in rs) for n, rs in runs.items()}
+    mem = {n: max(r[1] for r in rs) if cuda else None for n, rs in runs.items()}
+    loss = {n: rs[-1][2] for n, rs in runs.items()}
+    emit(work, "sft_loss", "ok", entry="tasks.training.sft_loss.summed_nll vs one-shot cross_entropy",
+         precision="bf16 autocast, fp32 weights" if bf16 else "fp32", micro_batch_size=s["micro_batch_size"],
+         seq_len=s["seq_len"], vocab=model.config.vocab_size,
+         seconds_one_shot=round(sec["one_shot"], 4), seconds_blocked=round(sec["blocked"], 4),
+         time_ratio_blocked_over_one_shot=round(sec["blocked"] / sec["one_shot"], 3),
+         peak_mem_gib_one_shot=mem["one_shot"], peak_mem_gib_blocked=mem["blocked"],
+         mem_ratio_blocked_over_one_shot=round(mem["blocked"] / mem["one_shot"], 3) if cuda else None,
+         loss_one_shot=round(loss["one_shot"], 3), loss_blocked=round(loss["blocked"], 3), **device_info())
 
 
 # ---- rollout --------------------------------------------------------------------------------------------
@@ -649,7 +707,7 @@ def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["setup", "sft", "rollout", "rl", "rl_dist", "report"])
+    ap.add_argument("part", choices=["setup", "sft", "sft_loss", "rollout", "rl", "rl_dist", "report"])
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
@@ -661,6 +719,8 @@ def main() -> None:
         part_setup(a.work, a.smoke)
     elif a.part == "sft":
         part_sft(a.work, a.smoke)
+    elif a.part == "sft_loss":
+        part_sft_loss(a.work, a.smoke)
     elif a.part == "rollout":
         part_rollout(a.work, a.smoke)
     elif a.part == "rl":

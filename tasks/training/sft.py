@@ -39,6 +39,7 @@ from tasks.training.checkpoint import (check_fresh_out, load_training_state, res
 from tasks.training.metrics import MetricsLog, check_finite
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
+from tasks.training.sft_loss import summed_nll
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 from tasks.training.sft_responses import select_responses
 
@@ -262,9 +263,7 @@ def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, in
             with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
                 logits = model(input_ids=t["input_ids"], position_ids=t["position_ids"],
                                **attention_inputs(t, cfg.attention)).logits
-            nll = torch.nn.functional.cross_entropy(
-                logits[:, :-1].float().reshape(-1, logits.shape[-1]), t["labels"][:, 1:].reshape(-1),
-                ignore_index=-100, reduction="sum")
+            nll = summed_nll(logits, t["labels"], IGNORE)  # fp32, block by block (no fp32 copy of the logits kept)
             # DDP and FSDP average gradients over ranks; scale by world size: the result is the global token mean
             (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()
