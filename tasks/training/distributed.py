@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,17 @@ def barrier(ctx: DistContext) -> None:
         dist.barrier()
 
 
+TEARDOWN_SETTLE_S = 0.5  # after the last barrier, the GIL left free this long (see teardown)
+
+
 def teardown(ctx: DistContext) -> None:
+    """The last barrier, then the process group destroyed. Between the two this thread sleeps (GIL released)
+    for TEARDOWN_SETTLE_S: gloo's worker thread drops each finished collective after waking its caller, and
+    that can free tensors Python created (an all_gather's), which takes the GIL. The group's destructor
+    joins that thread; it runs where Python frees the group or the DDP wrapper holding it, GIL held, so
+    without the pause a loaded machine could leave a rank hung at exit for ever (seen: torch 2.13, gloo,
+    a DDP run whose rank 1 waited in ~ProcessGroupGloo while its worker waited for the GIL)."""
     if ctx.world_size > 1 and dist.is_initialized():
         dist.barrier()
+        time.sleep(TEARDOWN_SETTLE_S)
         dist.destroy_process_group()

@@ -106,9 +106,10 @@ def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
     runs = {}
     for nproc, strategy in [(1, "ddp"), (2, "ddp"), (2, "fsdp")]:
         out = tmp_path / f"{nproc}-{strategy}"
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                        str(ROOT / "tests/training/rl_ranks.py"), str(model), str(out), strategy],
-                       cwd=ROOT, check=True, timeout=600, capture_output=True)
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                            str(ROOT / "tests/training/rl_ranks.py"), str(model), str(out), strategy],
+                           cwd=ROOT, timeout=600, capture_output=True, text=True)
+        assert r.returncode == 0, f"{nproc} ranks, {strategy}: exit {r.returncode}\n{r.stderr[-5000:]}"
         runs[(nproc, strategy)] = (torch.load(out / "params.pt"), json.loads((out / "values.json").read_text()))
     one, one_values = runs[(1, "ddp")]
     assert one_values["trained_rollouts"] == 20
