@@ -5,7 +5,7 @@
 #
 #   bash bench/gpu.sh                 # GPU: Qwen2.5-0.5B's shape, ~0.49B (hidden 896, 24 layers, 14 heads /
 #                                     #      2 KV heads, ffn 4864, vocab 151936, tied embeddings), worst case
-#                                     #      8 min
+#                                     #      9 min
 #   bash bench/gpu.sh --cpu-smoke     # CPU: the qwen3-tiny preset (tasks/models/presets.py), a few steps,
 #                                     #      same code paths (KLEAR_GPU_BENCH_SMOKE=1 does the same); vLLM is
 #                                     #      skipped when there is no GPU
@@ -16,17 +16,18 @@
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
 # the parts' logs to bench/out/gpu.log. Parts, each its own process under its own time limit (GPU / smoke),
-# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 480 s) caps them all:
+# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 540 s) caps them all:
 #   setup    (60 s)  Qwen's tokenizer (built from dashscope's qwen.tiktoken ranks, a few seconds) + random
 #                    model saved as an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows
-#                    (.jsonl). Every part below pays the 151,936-wide lm_head and its logits (SFT's
-#                    cross-entropy over every packed position, rollout sampling, RL's log-prob blocks)
+#                    (.jsonl). Every part below pays the 151,936-wide lm_head (SFT's and RL's log-probs in
+#                    chunks from the hidden states, rollout sampling's full logits per decode step)
 #   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
 #                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
 #                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
-#   sft_loss (60 s)  SFT's loss on one micro-batch (4 × 4096 tokens) of the setup model, bf16 autocast: the
-#                    one-shot cross-entropy over an fp32 copy of the logits (train_sft's form until
-#                    2026-12-04) against tasks.training.sft_loss.summed_nll, alternated: peak memory and
+#   sft_loss (60 s)  SFT's loss on one micro-batch (4 × 4096 tokens) of the setup model, bf16 autocast, forward +
+#                    backward of the model: the one-shot cross-entropy over an fp32 copy of the full logits
+#                    (train_sft's form until 2026-12-04) against tasks.training.sft_loss.summed_nll (label
+#                    positions only, log-probs from the hidden states in chunks), alternated: peak memory and
 #                    seconds of each and their ratios
 #   rollout (150 s)  tasks.generation.vllm_backend.VLLMGenerator (vLLM defaults on GPU: CUDA graphs, bf16,
 #                    gpu_memory_utilization 0.5 as in RL): 32 prompts × n=8, temperature 1.0, top_p 1,
@@ -34,11 +35,15 @@
 #                    one warm-up push → seconds per in-place weight sync. Without an importable vLLM it
 #                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout)
 #   rl fp32  (80 s)  tasks.training.rl_update.update_policy, GPPO, 16 prompts × 8 rollouts (prompt 128, response
-#                    384-1024 tokens, mixed rewards), 2 mini-batches, micro-batch 8: 1 warm-up + 2 timed
-#                    updates in fp32 (RLConfig.bf16=False)
-#   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast, fp32 weights; train_rl's GPU default)
+#                    384-1024 tokens, mixed rewards), 2 mini-batches, packed micro-batches of ≤ 16,384 tokens,
+#                    gradient checkpointing and fused AdamW as train_rl on a GPU: 1 warm-up + 2 timed updates
+#                    in fp32 (RLConfig.bf16=False)
+#   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast around each forward, fp32 weights; train_rl's
+#                    GPU default)
+#   rl bf16 padded (60 s)  the same with packing off (one right-padded row per rollout: the reference layout)
+#   profile  (90 s)  torch.profiler over one SFT step and one RL update (bf16): top operators by device time
 #   rl_dist (240 s)  `klear rl --nproc <all GPUs> --strategy fsdp --backend vllm` on the setup model: 4 steps of
-#                    16 prompts × 8 rollouts, max_tokens 1024, 2 mini-batches, micro-batch 8, zero-variance
+#                    16 prompts × 8 rollouts, max_tokens 1024, 2 mini-batches, micro-batches ≤ 16,384 tokens, zero-variance
 #                    filter off (every rollout trained); the first step is a warm-up. From its metrics.jsonl:
 #                    generation tokens/s (response_len × rollouts / t_generate_s), weight-sync seconds
 #                    (t_sync_s), update MFU = 6·N·tokens / (t_update · GPUs · peak of that GPU type); t_update
@@ -81,7 +86,7 @@ for arg in "$@"; do
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
     --sft) ONLY_SFT=1 ;;
-    -h|--help) sed -n '2,71p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,76p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -103,11 +108,11 @@ if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
   FLAG=--smoke
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
-  GLOBAL_S=600; L_SETUP=120; L_SFT=150; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_RLD=240
+  GLOBAL_S=720; L_SETUP=120; L_SFT=150; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_PROF=120; L_RLD=240
 else
   FLAG=
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
-  GLOBAL_S=480; L_SETUP=60; L_SFT=110; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_RLD=240
+  GLOBAL_S=540; L_SETUP=60; L_SFT=110; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_PROF=90; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
 LOG=bench/out/gpu.log; : >"$LOG"
@@ -158,6 +163,8 @@ if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then
   run_part rollout "$L_ROLLOUT" rollout
   run_part rl_update_fp32 "$L_RL" rl --precision fp32
   run_part rl_update_bf16 "$L_RLB" rl --precision bf16
+  run_part rl_update_bf16_padded "$L_RLB" rl --precision bf16 --layout padded
+  run_part profile "$L_PROF" profile
 fi
 [ "$ONLY_SFT" != 1 ] && run_part rl_dist "$L_RLD" rl_dist
 

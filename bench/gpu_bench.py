@@ -11,14 +11,19 @@ setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_token
           (tasks/models/presets.py). Then synthetic long-CoT SFT rows (.jsonl).
 sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up.
 sft_loss  SFT's loss on one micro-batch of the setup model (micro_batch_size × seq_len tokens, bf16 autocast
-          on a GPU as train_sft): forward + backward with the one-shot cross-entropy over an fp32 copy of
-          the logits (train_sft's form until 2026-12-04) and with tasks.training.sft_loss.summed_nll (blocks
-          under activation checkpointing), alternated in one process: peak memory, seconds, their ratios.
+          on a GPU as train_sft): forward + backward of the model with the one-shot cross-entropy over an fp32
+          copy of the full logits (train_sft's form until 2026-12-04) and with tasks.training.sft_loss.summed_nll
+          (label positions only, log-probs from the hidden states in chunks), alternated in one process:
+          peak memory, seconds, their ratios.
 rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
           sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
           backend "hf" (the policy itself, tasks.generation.hf_backend) is timed instead, labelled so.
 rl        tasks.training.rl_update.update_policy (advantages → behaviour log-prob pass → mini-batch GPPO optimizer
-          steps) on synthetic rollouts with mixed rewards, as train_rl calls it after generation + grading.
+          steps) on synthetic rollouts with mixed rewards, as train_rl calls it after generation + grading
+          (--layout packed: train_rl's; padded: the reference layout, one right-padded row per rollout).
+profile   torch.profiler over one SFT optimizer step (sft.train_step) and one RL update (update_policy, bf16
+          on a GPU) of the setup model: where the time goes, the top operators by self device time (CPU time
+          without a GPU), as one JSON line each.
 rl_dist   `klear rl --nproc <GPUs> --strategy fsdp --backend vllm` on the setup model for a few steps (the
           whole distributed RL step: vLLM rollouts, grading, FSDP update, weight sync), measured from the
           run's metrics.jsonl; skipped, one line saying why, without a CUDA device, an importable vLLM, or a
@@ -57,10 +62,10 @@ GPU = {
     "rollout": dict(prompts=32, n=8, max_tokens=1024, prompt_words=60, warm_prompts=8, warm_tokens=64,
                     syncs=3, gpu_memory_utilization=0.5),
     "rollout_hf": dict(prompts=16, n=8, max_tokens=512, prompt_words=60),
-    "rl": dict(prompts=16, n=8, prompt_len=128, resp_min=384, resp_max=1024, micro_batch_size=8,
+    "rl": dict(prompts=16, n=8, prompt_len=128, resp_min=384, resp_max=1024, micro_batch_tokens=16384,
                mini_batches=2, warmup_updates=1, timed_updates=2),
     "rl_dist": dict(steps=4, warmup_steps=1, prompts=16, n=8, max_tokens=1024, prompt_words=60,
-                    mini_batches=2, micro_batch_size=8),
+                    mini_batches=2, micro_batch_tokens=16384),
 }
 SMOKE = {
     "model": "qwen3-tiny",  # a preset of tasks/models/presets.py
@@ -68,10 +73,10 @@ SMOKE = {
     "rollout": dict(prompts=2, n=2, max_tokens=16, prompt_words=8, warm_prompts=1, warm_tokens=4,
                     syncs=2, gpu_memory_utilization=0.5),
     "rollout_hf": dict(prompts=2, n=2, max_tokens=16, prompt_words=8),
-    "rl": dict(prompts=2, n=4, prompt_len=16, resp_min=8, resp_max=32, micro_batch_size=4,
+    "rl": dict(prompts=2, n=4, prompt_len=16, resp_min=8, resp_max=32, micro_batch_tokens=96,
                mini_batches=2, warmup_updates=1, timed_updates=1),
     "rl_dist": dict(steps=2, warmup_steps=1, prompts=2, n=2, max_tokens=16, prompt_words=8,
-                    mini_batches=1, micro_batch_size=2),
+                    mini_batches=1, micro_batch_tokens=64),
 }
 
 
@@ -306,16 +311,24 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
     s = settings(smoke)["sft"]
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(str(work / "model"), torch_dtype=torch.float32).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(str(work / "model"), dtype=torch.float32).to(dev)
+    model.config.use_cache = False
     bf16 = cuda and torch.cuda.is_bf16_supported()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (s["micro_batch_size"], s["seq_len"]), generator=g).to(dev)
     labels = ids.clone()
     labels[:, :s["seq_len"] // 8] = -100  # a prompt: not scored
+    batch = {"input_ids": ids, "labels": labels, "document_ids": torch.zeros_like(ids),
+             "position_ids": torch.arange(s["seq_len"], device=dev).expand_as(ids)}
 
-    def one_shot(logits, labels):
+    def one_shot() -> torch.Tensor:  # train_sft's form until 2026-12-04: full logits, fp32 cross-entropy
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=ids).logits
         return torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
                                                  labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
+
+    def hidden() -> torch.Tensor:  # today's: label positions only, from the hidden states in chunks
+        return summed_nll(model, model, batch, "varlen", bf16)  # one document per row: plain causal SDPA
 
     def measure(loss_fn) -> tuple[float, float | None, float]:
         model.zero_grad(set_to_none=True)
@@ -324,14 +337,12 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=ids).logits
-        loss = loss_fn(logits, labels)
+        loss = loss_fn()
         loss.backward()
         sync()
         return time.perf_counter() - t0, peak_mem_gib(), float(loss)
 
-    forms = {"one_shot": one_shot, "blocked": summed_nll}
+    forms = {"one_shot": one_shot, "hidden": hidden}
     for fn in forms.values():  # warm-up: kernels, allocator
         measure(fn)
     runs: dict[str, list] = {name: [] for name in forms}
@@ -341,14 +352,15 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
     sec = {n: statistics.median(r[0] for r in rs) for n, rs in runs.items()}
     mem = {n: max(r[1] for r in rs) if cuda else None for n, rs in runs.items()}
     loss = {n: rs[-1][2] for n, rs in runs.items()}
-    emit(work, "sft_loss", "ok", entry="tasks.training.sft_loss.summed_nll vs one-shot cross_entropy",
+    emit(work, "sft_loss", "ok", entry="tasks.training.sft_loss.summed_nll vs one-shot cross_entropy (forward "
+         "+ backward of the model included)",
          precision="bf16 autocast, fp32 weights" if bf16 else "fp32", micro_batch_size=s["micro_batch_size"],
          seq_len=s["seq_len"], vocab=model.config.vocab_size,
-         seconds_one_shot=round(sec["one_shot"], 4), seconds_blocked=round(sec["blocked"], 4),
-         time_ratio_blocked_over_one_shot=round(sec["blocked"] / sec["one_shot"], 3),
-         peak_mem_gib_one_shot=mem["one_shot"], peak_mem_gib_blocked=mem["blocked"],
-         mem_ratio_blocked_over_one_shot=round(mem["blocked"] / mem["one_shot"], 3) if cuda else None,
-         loss_one_shot=round(loss["one_shot"], 3), loss_blocked=round(loss["blocked"], 3), **device_info())
+         seconds_one_shot=round(sec["one_shot"], 4), seconds_hidden=round(sec["hidden"], 4),
+         time_ratio_hidden_over_one_shot=round(sec["hidden"] / sec["one_shot"], 3),
+         peak_mem_gib_one_shot=mem["one_shot"], peak_mem_gib_hidden=mem["hidden"],
+         mem_ratio_hidden_over_one_shot=round(mem["hidden"] / mem["one_shot"], 3) if cuda else None,
+         loss_one_shot=round(loss["one_shot"], 3), loss_hidden=round(loss["hidden"], 3), **device_info())
 
 
 # ---- rollout --------------------------------------------------------------------------------------------
@@ -462,9 +474,12 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True
     model.eval()
-    from tasks.training.rl_engine import make_rollout_engine
+    from tasks.training.rl_engine import make_rollout_engine, rollout_batch_rows
 
-    gen = make_rollout_engine(model, tok, str(model_dir), "hf", max(64, s["n"] * 8), sharded=False)
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()  # train_rl's default update precision
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    gen = make_rollout_engine(model, tok, str(model_dir), "hf", rollout_batch_rows(torch.device(device), s["prompts"],
+                                                                                   s["n"]), sharded=False, dtype=dtype)
     entry = "tasks.training.rl_engine.make_rollout_engine (hf)"
     warm = _prompts(tok, 2, s["prompt_words"], 1)
     gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
@@ -474,26 +489,32 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     comps = gen.generate(prompts, SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"], seed=2))
     sync()
     dt = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    gen.sync_weights(model)
+    sync()
+    sync_s = time.perf_counter() - t2
     seqs, toks, stopped = _count(comps)
-    emit(work, "hf_rollout", "ok", entry=entry, note=f"instead of vLLM: {why}", precision="fp32 (as train_rl)",
+    emit(work, "hf_rollout", "ok", entry=entry, note=f"instead of vLLM: {why}",
+         precision="bf16 inference copy (as train_rl with a bf16 update)" if bf16 else "fp32: the policy itself",
          prompts=len(prompts), n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"],
          sequences=seqs, generated_tokens=toks, stopped_on_eos=stopped, seconds=round(dt, 3),
-         tokens_per_s=round(toks / dt, 1), weight_sync="none needed (the policy generates)", **device_info())
+         tokens_per_s=round(toks / dt, 1), weight_sync_s=round(sync_s, 4), **device_info())
 
 
 # ---- RL update ------------------------------------------------------------------------------------------
-def part_rl(work: Path, smoke: bool, precision: str) -> None:
+def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed") -> None:
     import inspect
 
     import torch
     from transformers import AutoModelForCausalLM
 
     from tasks.training import rl
-    from tasks.training.rl_update import update_policy
+    from tasks.training.optim import fused_adamw
+    from tasks.training.rl_update import gradient_checkpointing, update_attention, update_policy
     from tasks.training.schedule import warmup_constant
 
     s = settings(smoke)["rl"]
-    part = f"rl_update_{precision}"
+    part = f"rl_update_{precision}" + ("" if layout == "packed" else f"_{layout}")
     model_dir = work / "model"
     shape = model_shape(model_dir)
     params = list(inspect.signature(update_policy).parameters)
@@ -505,10 +526,14 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
     model.config.use_cache = True
     # backend "vllm": the GPU case, where π_old of the later mini-batches is recomputed by a no-grad pass
     cfg = rl.RLConfig(prompts_per_step=s["prompts"], rollouts_per_prompt=s["n"], mini_batches=s["mini_batches"],
-                      micro_batch_size=s["micro_batch_size"], backend="vllm", warmup_steps=1,
-                      bf16=precision == "bf16")
+                      micro_batch_tokens=s["micro_batch_tokens"], backend="vllm", warmup_steps=1,
+                      bf16=precision == "bf16", packing=layout == "packed")
+    checkpointing = gradient_checkpointing(cfg, device)  # as train_rl: on with a GPU
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lr = cfg.lr or rl.default_rl_lr(model.config.hidden_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay,
+                            **fused_adamw(device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: warmup_constant(k, cfg.warmup_steps))
     vocab = shape["tokenizer_vocab"]
 
@@ -552,13 +577,102 @@ def part_rl(work: Path, smoke: bool, precision: str) -> None:
     emit(work, part, "ok", entry="tasks.training.rl_update.update_policy", loss=cfg.loss,
          precision=("fp32 (RLConfig.bf16=False)" if precision == "fp32"
                     else "bf16 autocast, fp32 weights + AdamW (RLConfig.bf16=True, train_rl's GPU default)"),
-         rollouts=s["prompts"] * s["n"], mini_batches=cfg.mini_batches, micro_batch_size=cfg.micro_batch_size,
+         layout=("packed rows, " + update_attention(cfg, device) + " attention" if layout == "packed"
+                 else "padded rows (reference)"),
+         gradient_checkpointing=checkpointing,
+         rollouts=s["prompts"] * s["n"], mini_batches=cfg.mini_batches, micro_batch_tokens=cfg.micro_batch_tokens,
          prompt_len=s["prompt_len"], response_len=[s["resp_min"], s["resp_max"]],
          warmup_updates=s["warmup_updates"], timed_updates=len(times),
          update_s_median=round(statistics.median(times), 4), tokens_per_s=round(toks / seconds, 1),
          model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
          tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32), peak_mem_gib=peak_mem_gib(),
          trained_rollouts=metrics.get("trained_rollouts"), grad_norm=metrics.get("grad_norm"),
+         **device_info())
+
+
+# ---- profile --------------------------------------------------------------------------------------------
+PROFILE_TOP = 15  # operators listed per profile
+
+
+def _top_ops(prof, cuda: bool) -> list[dict]:
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, key, 0) > 0]
+    total = sum(getattr(e, key) for e in events) or 1.0
+    events.sort(key=lambda e: -getattr(e, key))
+    return [{"op": e.key[:80], "ms": round(getattr(e, key) / 1e3, 2), "share": round(getattr(e, key) / total, 4),
+             "calls": e.count} for e in events[:PROFILE_TOP]]
+
+
+def part_profile(work: Path, smoke: bool) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import AutoModelForCausalLM
+
+    from tasks.training import rl
+    from tasks.training.config import SFTConfig
+    from tasks.training.distributed import DistContext
+    from tasks.training.packed_attention import attn_implementation, resolve_attention
+    from tasks.training.rl_update import gradient_checkpointing, update_policy
+    from tasks.training.sft import train_step
+    from tasks.training.sft_data import Pack
+
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    shape = model_shape(work / "model")
+    rng = random.Random(0)
+    vocab = shape["tokenizer_vocab"]
+
+    # one SFT step: batch_size packs of seq_len tokens, documents of ~1/8 the length
+    s = settings(smoke)["sft"]
+    cfg = SFTConfig(batch_size=s["batch_size"], micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"],
+                    attention=resolve_attention("auto", dev))
+    model = AutoModelForCausalLM.from_pretrained(str(work / "model"), dtype=torch.float32,
+                                                 attn_implementation=attn_implementation(cfg.attention)).to(dev)
+    model.config.use_cache = False
+    packs = []
+    for _ in range(cfg.batch_size):
+        doc = s["seq_len"] // 8
+        ids = [rng.randrange(10, vocab) for _ in range(s["seq_len"])]
+        segs = [i // doc for i in range(s["seq_len"])]
+        labels = [t if i % doc >= doc // 4 else -100 for i, t in enumerate(ids)]
+        packs.append(Pack(ids, labels, [i % doc for i in range(s["seq_len"])], segs))
+    ctx = DistContext(0, 1, dev)
+    for _ in range(2):  # warm-up
+        train_step(model, packs, cfg, ctx, bf16)
+        model.zero_grad(set_to_none=True)
+    sync()
+    with profile(activities=activities) as prof:
+        train_step(model, packs, cfg, ctx, bf16)
+        sync()
+    emit(work, "profile_sft", "ok", entry="tasks.training.sft.train_step (forward + backward of one optimizer step)",
+         attention=cfg.attention, precision="bf16 autocast" if bf16 else "fp32",
+         top_ops=_top_ops(prof, cuda), **device_info())
+    del model
+
+    # one RL update: the rl part's rollouts and settings, train_rl's layout and checkpointing
+    r = settings(smoke)["rl"]
+    model = AutoModelForCausalLM.from_pretrained(str(work / "model"), dtype=torch.float32).to(dev)
+    rcfg = rl.RLConfig(prompts_per_step=r["prompts"], rollouts_per_prompt=r["n"], mini_batches=r["mini_batches"],
+                       micro_batch_tokens=r["micro_batch_tokens"], backend="vllm", warmup_steps=1, bf16=bf16)
+    if gradient_checkpointing(rcfg, dev):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0)
+    rollouts = []
+    for g in range(r["prompts"]):
+        p_ids = [rng.randrange(10, vocab) for _ in range(r["prompt_len"])]
+        for k in range(r["n"]):
+            resp = [rng.randrange(10, vocab) for _ in range(rng.randint(r["resp_min"], r["resp_max"]))]
+            rollouts.append(rl.Rollout(g, "math", p_ids, resp, float(k % 2), k % 2 == 1, False))
+    update_policy(model, opt, sched, rollouts, rcfg, dev, 0)  # warm-up
+    sync()
+    with profile(activities=activities) as prof:
+        update_policy(model, opt, sched, rollouts, rcfg, dev, 1)
+        sync()
+    emit(work, "profile_rl", "ok", entry="tasks.training.rl_update.update_policy (π_old pass, mini-batches, "
+         "optimizer steps)", precision="bf16 autocast" if bf16 else "fp32", top_ops=_top_ops(prof, cuda),
          **device_info())
 
 
@@ -655,7 +769,7 @@ def part_rl_dist(work: Path, smoke: bool) -> None:
            "--nproc", str(nproc), "--strategy", "fsdp", "--backend", "vllm", "--tensor-parallel", str(tp),
            "--steps", str(s["steps"]),
            "--prompts-per-step", str(s["prompts"]), "--rollouts-per-prompt", str(s["n"]),
-           "--mini-batches", str(s["mini_batches"]), "--micro-batch-size", str(s["micro_batch_size"]),
+           "--mini-batches", str(s["mini_batches"]), "--micro-batch-tokens", str(s["micro_batch_tokens"]),
            "--max-tokens", str(s["max_tokens"]), "--temperature", "1.0", "--no-filter-zero-variance",
            "--save-every", str(s["steps"]), "--force"]
     env = {**os.environ, "KLEAR_STORE": str(work / "store"), "PREFECT_HOME": str(work / "prefect")}
@@ -674,7 +788,7 @@ def part_rl_dist(work: Path, smoke: bool) -> None:
     shape = model_shape(model_dir)
     emit(work, "rl_dist", "ok", entry="klear rl --strategy fsdp --backend vllm", nproc=nproc, tensor_parallel=tp,
          steps=len(steps), prompts_per_step=s["prompts"], n=s["n"], max_tokens=s["max_tokens"],
-         mini_batches=s["mini_batches"], micro_batch_size=s["micro_batch_size"],
+         mini_batches=s["mini_batches"], micro_batch_tokens=s["micro_batch_tokens"],
          prompt_tokens_mean=round(prompt_tokens, 1),
          **rl_dist_summary(steps, s["prompts"] * s["n"], prompt_tokens, shape["matmul_params"], nproc,
                            gpu_peak_tflops(name), s["warmup_steps"]),
@@ -707,10 +821,11 @@ def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=["setup", "sft", "sft_loss", "rollout", "rl", "rl_dist", "report"])
+    ap.add_argument("part", choices=["setup", "sft", "sft_loss", "rollout", "rl", "profile", "rl_dist", "report"])
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--layout", choices=["packed", "padded"], default="packed")
     ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
     ap.add_argument("--started", type=float, default=None)
     a = ap.parse_args()
@@ -724,7 +839,9 @@ def main() -> None:
     elif a.part == "rollout":
         part_rollout(a.work, a.smoke)
     elif a.part == "rl":
-        part_rl(a.work, a.smoke, a.precision)
+        part_rl(a.work, a.smoke, a.precision, a.layout)
+    elif a.part == "profile":
+        part_profile(a.work, a.smoke)
     elif a.part == "rl_dist":
         part_rl_dist(a.work, a.smoke)
     else:

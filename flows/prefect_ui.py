@@ -249,6 +249,7 @@ def _choices() -> dict[tuple[type, str], Choices]:
             (SFTConfig, "responses"): RESPONSE_RULES,
             (RLConfig, "loss"): losses, (RLConfig, "advantage"): advantages, (RLConfig, "backend"): ROLLOUT_BACKENDS,
             (RLConfig, "strategy"): STRATEGIES, (RLConfig, "old_logprobs"): OLD_LOGPROBS,
+            (RLConfig, "attention"): ATTENTIONS,
             (RLConfig, "domains"): lambda: GRADERS, (SelectionConfig, "untagged"): UNTAGGED_RULES,
             (RewardConfig, "code_mode"): ("soft", "hard"),
             (EvalConfig, "backend"): BACKENDS, (DifficultyConfig, "backend"): BACKENDS,

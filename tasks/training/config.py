@@ -120,7 +120,18 @@ class RLConfig(Sampling):
     mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code); more of
     #                                       them move π further from π_old per batch: with GPPO lower the lr
     #                                       (8 at lr 3e-4 collapsed, 8 at 1e-4 did not: docs/ablation.md)
-    micro_batch_size: int = 32            # rollouts per forward/backward
+    micro_batch_tokens: int = 16384       # tokens (prompt + response) per forward/backward per rank: each
+    #                                       micro-batch is packed into one row without padding; a longer
+    #                                       rollout runs alone. 16K: a 0.5B model's activations fit an 80 GB
+    #                                       GPU without checkpointing (tasks/training/plan.py counts them)
+    micro_batch_size: int | None = None   # at most this many rollouts per micro-batch (None: the token budget
+    #                                       alone decides)
+    packing: bool = True                  # pack each micro-batch into one row (document-masked attention);
+    #                                       off: one right-padded row per rollout, the reference layout
+    attention: str = "auto"               # packed attention: flex (FlexAttention, CUDA), varlen (causal SDPA
+    #                                       per rollout), dense (an L×L mask: reference); auto: flex on a GPU
+    gradient_checkpointing: bool | None = None  # recompute each block's activations in backward; None: on
+    #                                       with a GPU (long responses), off on CPU (short ones, speed)
     lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
     warmup_steps: int = 2                 # paper: 10 (over far longer runs)
     weight_decay: float = 0.1             # AdamW
@@ -175,7 +186,9 @@ class RLConfig(Sampling):
         if self.mini_batches > rollouts:
             raise ConfigError("mini_batches", f"must not exceed the {rollouts} rollouts of a step "
                                               f"(got {self.mini_batches})")
-        check_int(self, "micro_batch_size", 1)
+        check_int(self, "micro_batch_tokens", 1)
+        check_int(self, "micro_batch_size", 1, optional=True)
+        check_choice(self, "attention", ATTENTIONS)
         check_float(self, "lr", 0.0, above=True, optional=True)
         check_int(self, "warmup_steps", 0)
         check_float(self, "weight_decay", 0.0)
@@ -191,6 +204,7 @@ class RLConfig(Sampling):
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
         check_int(self, "tensor_parallel", 1)
         check_float(self, "step_timeout_s", 0.0)
+        self.check_scored_sampling()
         if self.tensor_parallel > 1 and self.backend == "hf":
             raise ConfigError("tensor_parallel", f"needs the vllm backend (got {self.tensor_parallel} with backend hf)")
         self.domains = tuple(self.domains) if isinstance(self.domains, list) else self.domains
@@ -199,6 +213,23 @@ class RLConfig(Sampling):
             self.reward = RewardConfig(**self.reward)
         if isinstance(self.selection, dict):
             self.selection = SelectionConfig(**self.selection)
+
+
+    def check_scored_sampling(self) -> None:
+        """The update scores tokens under the distribution the engine sampled from, log softmax(z/τ): the
+        temperature is applied the same way; top-p < 1 (a renormalised nucleus, which the trainer does not
+        apply) and greedy decoding (no distribution) are refused, and so are the engines' log-probs as π_old
+        at τ ≠ 1 (they are of the raw distribution, τ = 1)."""
+        if self.temperature <= 0:
+            raise ConfigError("temperature", f"must be > 0 for RL rollouts: the update scores the sampled "
+                                             f"distribution softmax(z/τ) (got {self.temperature})")
+        if self.top_p != 1.0:
+            raise ConfigError("top_p", f"must be 1.0 for RL rollouts: the update scores softmax(z/τ), not the "
+                                       f"top-p nucleus the engine would sample from (got {self.top_p})")
+        if self.old_logprobs == "rollout" and self.temperature != 1.0:
+            raise ConfigError("old_logprobs", f"rollout needs temperature 1.0: the engines' log-probs are of the "
+                                              f"raw distribution (τ = 1), not of τ = {self.temperature}; use "
+                                              f"recompute or auto")
 
 
 RL_NESTED = {"reward": RewardConfig, "selection": SelectionConfig}  # RLConfig's nested configs (CLI flags, JSON)

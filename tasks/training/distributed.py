@@ -115,12 +115,16 @@ def full_state(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None)
     return model_sd, opt_sd
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside a DDP wrapper; the module itself otherwise (FSDP2 shards in place)."""
+    return model.module if hasattr(model, "no_sync") else model
+
+
 def full_parameters(model: torch.nn.Module):
     """(name, whole tensor) for every parameter, one at a time: a sharded (FSDP) parameter is gathered on
     every rank (a collective: all ranks must iterate to the end), so at most one whole parameter exists
     beyond the shards at any time. Names are the unwrapped model's (a DDP wrapper's `module.` dropped)."""
-    inner = model.module if hasattr(model, "no_sync") else model
-    for name, p in inner.named_parameters():
+    for name, p in unwrap(model).named_parameters():
         yield name, (p.full_tensor() if hasattr(p, "full_tensor") else p).detach()
 
 

@@ -9,8 +9,12 @@ Rules:
   DEFAULT_PROMPT_TOKENS. When the model states its context (max_position_embeddings), a prompt longer than
   context − max_tokens is planned at that budget: train_rl leaves such prompts out (rl_data.keep_fitting),
   so they never reach the GPU. A context with no room left for any prompt is refused.
-- rollouts per micro-batch: cfg.micro_batch_size, but never more than one mini-batch holds
-  (⌈prompts_per_step · rollouts_per_prompt / mini_batches⌉), the largest tensor the update really builds.
+- tokens per micro-batch: cfg.micro_batch_tokens, but never more than one mini-batch holds
+  (⌈prompts_per_step · rollouts_per_prompt / mini_batches⌉ full-length rollouts) nor more than
+  cfg.micro_batch_size of them, and at least one full-length rollout (a longer one runs alone): the
+  largest row the update really builds.
+- gradient checkpointing: cfg.gradient_checkpointing when set; None plans it on (train_rl turns it on
+  with a GPU, the machine a plan is for).
 - what train_rl will run comes from `cfg`, whatever `hw` says: the strategy is cfg.strategy, tp is
   cfg.tensor_parallel, and a vLLM
   engine is planned unless cfg.backend is "hf" ("auto" picks vLLM on a GPU with vLLM installed, the machine
@@ -63,10 +67,14 @@ def dry_run(model: str, cfg: "RLConfig", hw: Hardware, prompt_tokens: int | None
     longest = DEFAULT_PROMPT_TOKENS if prompt_tokens is None else prompt_tokens
     prompt = longest if budget is None else max(0, min(longest, budget))
     rollouts = cfg.prompts_per_step * cfg.rollouts_per_prompt
-    micro = min(cfg.micro_batch_size, -(-rollouts // cfg.mini_batches))
+    seq = prompt + cfg.max_tokens
+    most = min(-(-rollouts // cfg.mini_batches), cfg.micro_batch_size or rollouts)
+    micro = max(seq, min(cfg.micro_batch_tokens, most * seq))
     work = Workload(prompts_per_step=cfg.prompts_per_step, rollouts_per_prompt=cfg.rollouts_per_prompt,
-                    micro_batch_size=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens)
-    plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf", tp=cfg.tensor_parallel))
+                    micro_batch_tokens=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens)
+    checkpointing = True if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
+    plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf", tp=cfg.tensor_parallel,
+                                        gradient_checkpointing=checkpointing))
     title = f"{label} ({cfg.backend} rollouts): {plan.title}"
     if 0 < prompt < longest:
         title += (f"; prompts over {prompt:,} tokens are left out (context {context:,} − max_tokens "

@@ -89,6 +89,16 @@ def cispo(logp, old_logp, adv, eps_low, eps_high, **_):
 def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                 mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.28,
                 num_tokens: float | None = None, **opts) -> tuple[torch.Tensor, dict[str, float]]:
+    loss, metrics = policy_loss_on_device(name, logp, old_logp, advantages, mask, eps_low, eps_high, num_tokens,
+                                          **opts)
+    return loss, {k: float(v) for k, v in metrics.items()}
+
+
+def policy_loss_on_device(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                          mask: torch.Tensor, eps_low: float = 0.2, eps_high: float = 0.28,
+                          num_tokens: float | None = None, **opts) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """`policy_loss` with its metrics left as 0-d tensors on the loss's device: a trainer reads them once per
+    step instead of waiting for the device at every micro-batch."""
     if name not in POLICY_LOSSES:
         raise ValueError(f"unknown policy loss {name!r} (known: {', '.join(sorted(POLICY_LOSSES))})")
     adv = advantages if advantages.shape == logp.shape else advantages.reshape(-1, 1).expand_as(logp)
@@ -99,10 +109,10 @@ def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantage
     with torch.no_grad():
         low, high = _clip_regions(ratio, adv, eps_low, eps_high)
         m = mask.sum().clamp_min(1)
-        metrics = {"clip_frac_low": ((low * mask).sum() / m).item(),
-                   "clip_frac_high": ((high * mask).sum() / m).item(),
-                   "ratio_mean": ((ratio * mask).sum() / m).item(),
-                   **gradient_shares(name, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts)}
+        metrics = {"clip_frac_low": (low * mask).sum() / m,
+                   "clip_frac_high": (high * mask).sum() / m,
+                   "ratio_mean": (ratio * mask).sum() / m,
+                   **gradient_shares_on_device(name, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts)}
     return loss, metrics
 
 
@@ -110,17 +120,24 @@ def gradient_shares(name: str, logp, old_logp, adv, mask, low, high, eps_low, ep
     """How much of the policy gradient comes from the clipped regions: with g_t = ∂J_t/∂log π(o_t) (= F·Â,
     the per-token weight of ∇log π),
 
-        grad_share_low = Σ_{t∈low} |g_t| / Σ_t |g_t|,   grad_share_high likewise for the high region.
+        grad_share_low = Σ_{t∈low} |g_t| / Σ_t |g_t|,   grad_share_high likewise for the high region
+        (both 0 when every g_t is 0).
 
     PPO/GRPO have g = 0 there (shares 0); GPPO keeps β(1∓ε)·Â by design, CISPO clip(δ)·Â. The low and high
     boundaries push entropy in opposite directions (CE-GPPO, arXiv 2509.20712), hence the two figures. g is
     taken by autograd on a detached copy of log π, so it holds for any registered loss."""
+    shares = gradient_shares_on_device(name, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts)
+    return {k: float(v) for k, v in shares.items()}
+
+
+def gradient_shares_on_device(name: str, logp, old_logp, adv, mask, low, high, eps_low, eps_high,
+                              **opts) -> dict[str, torch.Tensor]:
+    """`gradient_shares` as 0-d tensors on the device (no wait for it)."""
     with torch.enable_grad():
         leaf = logp.detach().requires_grad_(True)
         obj, _ = POLICY_LOSSES[name](leaf, old_logp.detach(), adv.detach(), eps_low, eps_high, **opts)
         (g,) = torch.autograd.grad((obj * mask).sum(), leaf)
     g = (g * mask).abs()
     total = g.sum()
-    if float(total) == 0.0:
-        return {"grad_share_low": 0.0, "grad_share_high": 0.0}
-    return {"grad_share_low": float((g * low).sum() / total), "grad_share_high": float((g * high).sum() / total)}
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    return {"grad_share_low": (g * low).sum() / safe, "grad_share_high": (g * high).sum() / safe}

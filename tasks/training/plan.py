@@ -5,21 +5,19 @@ Per GPU, for the trainer (fp32 master weights, bf16 autocast, AdamW), with P par
 
     weights 4P, gradients 4P, AdamW moments 8P bytes   (ddp: each rank holds all; fsdp: each holds 1/N)
     fsdp working set       2 blocks' parameters gathered in fp32 (the current block and the prefetched next)
-    activations            per micro-batch of T tokens, saved for backward in bf16 (2 bytes/element), per
-                           layer and token: 7h + 2·kv + 4·I elements (norm inputs/outputs, q/k/v, attention
-                           and o-projection outputs; SwiGLU gate, up, act(gate) and product), h = hidden,
-                           kv = kv_heads·head_dim, I = intermediate; with gradient checkpointing only each
-                           layer's input (h) is kept, plus one layer's full set while it is recomputed
-    logits                 response positions only (rl_update.logprobs keeps logits from the first scored
-                           position), in bf16 with their gradient: 4·R·V bytes, R = micro-batch · max_tokens,
-                           V = vocabulary (Qwen's 151,936 rows make this the largest term of a long response);
-                           with more than one rollout per micro-batch, + 2·R·V: autograd hands each row's
-                           slice its gradient as a buffer the size of all the logits before adding it in.
-                           Plus one block of b = min(LOGPROB_BLOCK, max_tokens) tokens in fp32: 14·b·V, what
-                           backward holds at once while it recomputes a checkpointed block (its fp32 copy and
-                           exp, their fp32 gradient, its bf16 gradient); the forward's entropy diagnostic
-                           holds less (12·b·V: log-softmax, exp, product). tests/training/test_plan_logits.py
-                           measures both against rl_update.logprobs at V = 151,936.
+    activations            per micro-batch of T tokens (RLConfig.micro_batch_tokens: one packed row, no padding;
+                           a rollout longer than the budget is a micro-batch of its own), saved for backward in
+                           bf16 (2 bytes/element), per layer and token: 7h + 2·kv + 4·I elements (norm
+                           inputs/outputs, q/k/v, attention and o-projection outputs; SwiGLU gate, up,
+                           act(gate) and product), h = hidden, kv = kv_heads·head_dim, I = intermediate; with
+                           gradient checkpointing only each layer's input (h) is kept, plus one layer's full
+                           set while it is recomputed
+    log-prob chunk         no [tokens, V] logits exist: log-probs are taken from the hidden states through the
+                           output embedding in chunks of C = min(LOGPROB_CHUNK, response tokens of a
+                           micro-batch) positions (linear_logprobs.py): at most 8·C·V bytes at once (the
+                           forward's fp32 logits and one fp32 work buffer; backward holds less), plus the
+                           output embedding cast to bf16 (2·V·h).
+                           tests/training/test_plan_logits.py measures it against scoring at V = 151,936.
 
 For a colocated vLLM engine on the same GPU (one per rank, or per tensor-parallel group of `tp` ranks):
 
@@ -117,13 +115,18 @@ class Hardware:
 class Workload:
     prompts_per_step: int
     rollouts_per_prompt: int
-    micro_batch_size: int                 # rollouts per forward/backward
+    micro_batch_tokens: int               # the largest micro-batch (tokens per forward/backward)
     prompt_tokens: int                    # longest prompt
     max_tokens: int                       # longest response
 
     @property
     def sequence_tokens(self) -> int:
         return self.prompt_tokens + self.max_tokens
+
+    @property
+    def micro_batch_rollouts(self) -> int:
+        """Full-length rollouts in the largest micro-batch (at least one: a longer rollout runs alone)."""
+        return max(1, self.micro_batch_tokens // self.sequence_tokens)
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     """The per-GPU memory plan of an RL run (formulas in the module docstring)."""
     p = shape.params
     share = hw.nproc if hw.strategy == "fsdp" else 1
-    tokens = work.micro_batch_size * work.sequence_tokens
+    tokens = max(work.micro_batch_tokens, work.sequence_tokens)
     kv = shape.kv_heads * shape.head_dim
     per_layer_token = 7 * shape.hidden + 2 * kv + 4 * shape.intermediate
     if hw.gradient_checkpointing:
@@ -171,13 +174,11 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
              ("AdamW moments (fp32)", 8 * p / share)]
     if hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("fsdp gathered blocks (fp32)", 2 * 4 * shape.block_params))
-    from tasks.training.rl_update import LOGPROB_BLOCK
+    from tasks.training.linear_logprobs import LOGPROB_CHUNK
 
-    scored = work.micro_batch_size * work.max_tokens
-    logits_copies = 3 if work.micro_batch_size > 1 else 2  # logits, gradient (+ one row's gradient buffer)
+    chunk = min(LOGPROB_CHUNK, work.micro_batch_rollouts * work.max_tokens)
     lines += [("activations (bf16)", activations),
-              ("logits + grad (bf16)", 2 * logits_copies * scored * shape.vocab),
-              ("log-prob block (fp32)", 14 * min(LOGPROB_BLOCK, work.max_tokens) * shape.vocab)]
+              ("log-prob chunk (fp32)", 8 * chunk * shape.vocab + 2 * shape.vocab * shape.hidden)]
     if not hw.engine and hw.strategy == "fsdp" and hw.nproc > 1:
         lines.append(("rollout copy of the policy (fp32)", 4 * p))
     lines = [(what, b / GIB) for what, b in lines]
@@ -214,8 +215,8 @@ def _remedies(work: Workload, hw: Hardware) -> str:
         ways.append("gradient checkpointing")
     if hw.engine and not hw.engine_sleeps:
         ways.append("an engine that sleeps during the update")
-    if work.micro_batch_size > 1:
-        ways.append("a smaller micro batch")
+    if work.micro_batch_tokens > work.sequence_tokens:
+        ways.append("fewer micro-batch tokens")
     ways.append("shorter responses")
     return ", ".join(ways[:-1]) + " or " + ways[-1]
 
@@ -228,5 +229,5 @@ def _title(shape: Shape, work: Workload, hw: Hardware) -> str:
     size = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
     return (f"{size} parameters on {hw.nproc} × {hw.gpu_memory_gib:g} GiB GPUs, {hw.strategy}, "
             f"gradient checkpointing {'on' if hw.gradient_checkpointing else 'off'}; {engine}; "
-            f"micro-batch {work.micro_batch_size} × {work.sequence_tokens:,} tokens "
-            f"(prompt {work.prompt_tokens:,} + response {work.max_tokens:,})")
+            f"micro-batch ≤ {max(work.micro_batch_tokens, work.sequence_tokens):,} tokens packed; rollouts of "
+            f"≤ {work.sequence_tokens:,} tokens (prompt {work.prompt_tokens:,} + response {work.max_tokens:,})")

@@ -56,9 +56,11 @@ from tasks.training.config import RLConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
 from tasks.training.metrics import MetricsLog
+from tasks.training.optim import fused_adamw
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
-from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_share
-from tasks.training.rl_update import Rollout, update_policy
+from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_batch_rows, rollout_share
+from tasks.training.scoring import hidden_state_scoring_problem
+from tasks.training.rl_update import Rollout, bf16_enabled, gradient_checkpointing, update_policy
 from tasks.training.schedule import warmup_constant
 from tasks.training.watchdog import StepWatchdog
 
@@ -107,7 +109,11 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     torch.manual_seed(cfg.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
-    model.config.use_cache = True
+    model.config.use_cache = True  # generation's (the update's forwards pass use_cache=False)
+    if problem := hidden_state_scoring_problem(model):
+        raise ValueError(f"{model_dir}: RL cannot score this model: {problem}")
+    if gradient_checkpointing(cfg, device):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     rows, dataset, selection = load_rl_rows(data, tuple(cfg.domains), cfg.selection)
     if ctx.is_main:
         log.info("RL problems of %s: %s", data, selection.line())
@@ -118,10 +124,13 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
     if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.prompts_per_step):
         raise ValueError(problem)
-    gen = make_rollout_engine(model, tok, model_dir, cfg.backend, max(64, cfg.rollouts_per_prompt * 8), sharded,
-                              cfg.tensor_parallel, ctx.world_size)
+    gen = make_rollout_engine(model, tok, model_dir, cfg.backend,
+                              rollout_batch_rows(device, cfg.prompts_per_step, cfg.rollouts_per_prompt), sharded,
+                              cfg.tensor_parallel, ctx.world_size,
+                              dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32)
     policy = dist_utils.wrap(model, ctx, cfg.strategy)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay,
+                            **fused_adamw(device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_constant(s, cfg.warmup_steps))
     step = 0
     if ckpt is not None:

@@ -1,11 +1,15 @@
 """The rollout engine of an RL run, one per rank, and how the policy's new weights reach it after each update.
 
 backend (RLConfig.backend, resolved by tasks/generation/engine.py `resolve_backend`):
-- "hf", one process or DDP: the policy module itself generates (transformers); nothing to sync.
+- "hf", one process or DDP, fp32 update: the policy module itself generates (transformers); nothing to sync.
+- "hf" with a bf16 update (the GPU default): a bf16 inference copy of the policy generates — half the
+  weights' memory traffic per decode step, and the precision the update's forwards run in — refreshed in
+  place after each update (every parameter copied into it, cast to bf16).
 - "hf", FSDP: the policy is sharded, and every forward of a sharded module is a collective, while ranks
   generate different prompts for different lengths. Each rank generates with an unsharded copy made before
-  sharding; after an update every parameter is gathered whole, one at a time, and copied into it (a full
-  copy per rank: the transformers path is for small models; large ones use vLLM).
+  sharding (bf16 with a bf16 update, else fp32); after an update every parameter is gathered whole, one at a
+  time, and copied into it (a full copy per rank: the transformers path is for small models; large ones use
+  vLLM).
 - "vllm": a vLLM engine per rank (in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0 unless set), loaded
   from the model directory. After an update the parameters are gathered whole one at a time
   (`distributed.full_parameters`) as the engine's loader consumes them, in one push
@@ -29,8 +33,10 @@ from tasks.training.distributed import full_parameters
 
 
 def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool,
-                        tensor_parallel: int = 1, world_size: int = 1):
-    """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP). With
+                        tensor_parallel: int = 1, world_size: int = 1, dtype: torch.dtype = torch.float32):
+    """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP). `dtype`: the
+    update's forward precision (bf16 with autocast): the transformers engine generates in it, from a copy
+    when it is not the policy's own (fp32). With
     `tensor_parallel` tp > 1 (vllm), each group of tp consecutive ranks builds one engine over its GPUs
     (vLLM's external launcher: every rank of the group runs the same requests on its shard of the model,
     `rollout_share` gives them the same prompts and seed), world_size / tp such groups side by side."""
@@ -41,9 +47,19 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
             kw = {"tensor_parallel_size": tensor_parallel, "data_parallel_size": world_size // tensor_parallel,
                   "distributed_executor_backend": "external_launcher"}
         return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True, **kw))
-    if sharded:
-        return _PolicyCopyEngine(copy.deepcopy(model).eval(), tok, batch_size=batch_size)
+    if sharded or dtype != model.dtype:
+        return _PolicyCopyEngine(copy.deepcopy(model).to(dtype).eval(), tok, batch_size=batch_size)
     return _PolicyEngine(model, tok, batch_size=batch_size)
+
+
+def rollout_batch_rows(device: torch.device, prompts_per_step: int, rollouts_per_prompt: int) -> int:
+    """Rows (prompts × samples) the transformers engine decodes at once: on a GPU a whole step's (each decode
+    step's fixed cost is shared by every row; the KV cache of prompts_per_step × n rows is what the memory
+    must hold), on CPU max(64, 8·n) as before (an RL step's samples depend on how the rows are batched: the
+    batch seeds its generator, hf_backend.py)."""
+    if device.type == "cuda":
+        return prompts_per_step * rollouts_per_prompt
+    return max(64, rollouts_per_prompt * 8)
 
 
 def engine_layout_problem(world: int, tensor_parallel: int, prompts_per_step: int) -> str | None:
@@ -99,7 +115,8 @@ class _PolicyEngine(HFGenerator):
 
 class _PolicyCopyEngine(_PolicyEngine):
     def sync_weights(self, model) -> None:
-        """Every rank must call it (each gather is a collective)."""
+        """The policy's parameters copied in place (cast to the copy's dtype). Every rank must call it (each
+        gather is a collective)."""
         own = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, full in full_parameters(model):

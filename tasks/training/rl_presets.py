@@ -33,8 +33,10 @@ PAPER_MATH: dict = {
     "prompts_per_step": 128,         # 128 prompts in each rollout batch
     "rollouts_per_prompt": 8,        # 8 sampled responses per prompt
     "mini_batches": 8,               # math mini-batches of 16 prompts: 128/16 = 8 optimizer steps per batch
-    "micro_batch_size": 1,           # not in the paper: one rollout runs to 36K tokens, and the plan of 8
-    #                                  80 GiB GPUs (fsdp, checkpointing) fits one such rollout per pass: 2 need 89.6 GiB
+    "micro_batch_tokens": 36864,     # not in the paper: one full-length rollout (4K prompt + 32K response)
+    #                                  per packed pass; shorter ones share it (the plan of 8 × 80 GiB GPUs, fsdp,
+    #                                  checkpointing, fits this budget, not twice it)
+    "gradient_checkpointing": True,  # without it one 36K-token rollout's activations alone pass 80 GiB
     "lr": 1e-6,                      # math-stage learning rate, held constant after warm-up
     "warmup_steps": 10,              # 10 warm-up steps
     "weight_decay": 0.1,             # AdamW weight decay 0.1

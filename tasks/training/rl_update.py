@@ -4,7 +4,9 @@
    the whole list of the step's rollouts, so this and the seeded shuffle are the same everywhere;
 2. the shuffled rollouts are cut into `mini_batches`; one optimizer step per mini-batch;
 3. each mini-batch is shared over the ranks by token count (`balance`), and each rank's share is cut into
-   micro-batches of `micro_batch_size`. The loss of a micro-batch is
+   micro-batches of at most `micro_batch_tokens` tokens (prompt + response; `micro_batches`; a longer
+   rollout is a micro-batch of its own), each packed into one row without padding (scoring.py). The
+   loss of a micro-batch is
 
        L = policy_loss(logp, old_logp, Â, mask; num_tokens = T_mb)  +  α · NLL(correct rollouts) / T_mb^ok
 
@@ -16,33 +18,40 @@
    filler pass whose loss is 0·logp), because under FSDP every forward is a collective; gradients are
    synchronised in the last micro-batch only.
 
+log π is taken at the sampling temperature τ (log softmax(z/τ), the distribution the engine sampled from;
+RLConfig refuses top-p < 1, which the trainer does not apply). bf16 (`bf16_enabled`): autocast is opened
+around each forward pass only, never around a backward or an optimizer step — autocast keeps its bf16
+copies of the fp32 weights for as long as it is open, so a context spanning optimizer steps would run every
+later mini-batch on the weights of the first.
+
 π_old (old_logp): the first mini-batch trains on the unchanged policy and takes it from its own pass; for
 the others it is either the rollout engine's log-probs (`from_rollouts`) or a no-grad pass before the
-first update, chunked exactly as training chunks them (another padding width can move a log-prob ~1e-5).
+first update over the very micro-batches training runs (the same packing, so the same numerics).
 
-Diagnostics, all token-weighted over the whole step (all ranks): clip fractions, ratio mean, entropy,
-the shares of the gradient from the clipped regions (`grad_share_low/high`, losses.gradient_shares),
-`stale_logratio` (π_old's staleness in the later mini-batches), `grad_norm_max` (pre-clip, per step);
-`logprob_diff_mean`/`logprob_diff_max` = |rollout engine log-prob − trainer log-prob| over the tokens whose
-trainer log-prob this step computed before any update (the rollout/trainer mismatch: ~0 for the policy
-itself, larger for a bf16 vLLM engine); `rank_token_imbalance` = mean over mini-batches of
-max_rank tokens / mean_rank tokens (1.0 = perfectly even; 1.0 on one process).
+Diagnostics, all token-weighted over the whole step (all ranks), kept on the device and read once per step:
+clip fractions, ratio mean, entropy, the shares of the gradient from the clipped regions
+(`grad_share_low/high`, losses.gradient_shares), `stale_logratio` (π_old's staleness in the later
+mini-batches), `grad_norm_max` (pre-clip, per step); `logprob_diff_mean`/`logprob_diff_max` =
+|rollout engine log-prob − trainer log-prob| over the tokens whose trainer log-prob this step computed
+before any update (the rollout/trainer mismatch: ~0 for the policy itself, larger for a bf16 vLLM engine;
+only at τ = 1, where the engines' raw log-probs are the sampled distribution's); `rank_token_imbalance` =
+mean over mini-batches of max_rank tokens / mean_rank tokens (1.0 = perfectly even; 1.0 on one process).
 """
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from tasks.generation.engine import resolve_backend
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
 from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar
-from tasks.training.losses import policy_loss
+from tasks.training.losses import policy_loss_on_device
 from tasks.training.metrics import check_finite
+from tasks.training.packed_attention import resolve_attention
+from tasks.training.scoring import PADDED, ScoringBatch, rollout_batch, score_inputs, scoring
 
 
 @dataclass
@@ -74,47 +83,81 @@ def balance(sizes: list[int], world: int) -> list[list[int]]:
     return [sorted(s) for s in shares]
 
 
+def micro_batches(sizes: list[int], budget: int, cap: int | None = None) -> list[list[int]]:
+    """Indices of `sizes` (tokens per rollout) cut into micro-batches of at most `budget` tokens and `cap`
+    rollouts (None: no cap) by first-fit decreasing: the largest rollout first, each into the first
+    micro-batch it fits, else a new one (a rollout over the budget alone). Each micro-batch's indices are
+    ascending; micro-batches in order of their first index."""
+    bins: list[list[int]] = []
+    load: list[int] = []
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        b = next((b for b in range(len(bins)) if load[b] + sizes[i] <= budget
+                  and (cap is None or len(bins[b]) < cap)), None)
+        if b is None:
+            bins.append([])
+            load.append(0)
+            b = len(bins) - 1
+        bins[b].append(i)
+        load[b] += sizes[i]
+    return sorted((sorted(b) for b in bins), key=lambda b: b[0])
+
+
 def bf16_enabled(cfg: RLConfig, device: torch.device) -> bool:
     if cfg.bf16 is not None:
         return cfg.bf16
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
 
 
+def gradient_checkpointing(cfg: RLConfig, device: torch.device) -> bool:
+    """RLConfig.gradient_checkpointing, None resolved: on with a GPU (long responses), off on CPU."""
+    return cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device.type == "cuda"
+
+
+def update_attention(cfg: RLConfig, device: torch.device) -> str:
+    """The update's layout and kernel: PADDED without packing, else the packed-attention kernel of
+    `cfg.attention` on this device (packed_attention.resolve_attention: auto → flex on a GPU, varlen else)."""
+    return resolve_attention(cfg.attention, device) if cfg.packing else PADDED
+
+
 def use_rollout_logprobs(cfg: RLConfig, device: torch.device) -> bool:
     """"auto": the rollout log-probs when the engine is the policy itself at training precision (backend
-    "hf", or "auto" resolved to it; no bf16 autocast in the update); else the recomputed pass."""
+    "hf", or "auto" resolved to it; no bf16 autocast in the update, so no bf16 inference copy either) and
+    samples at temperature 1 (the engines' log-probs are the raw distribution's); else the recomputed pass."""
     if cfg.old_logprobs == "auto":
-        return resolve_backend(cfg.backend) == "hf" and not bf16_enabled(cfg, device)
+        return resolve_backend(cfg.backend) == "hf" and not bf16_enabled(cfg, device) and cfg.temperature == 1.0
     return cfg.old_logprobs == "rollout"
 
 
 class _Sums:
-    """Token-weighted sums of per-chunk metrics, plus maxima; reduced over ranks once per step."""
+    """Token-weighted sums of per-chunk metrics, plus maxima, as device tensors; read and reduced over ranks
+    once per step."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.maxima: dict[str, float] = {}
+        self.sums: dict[str, torch.Tensor | float] = {}
+        self.weights: dict[str, float] = {}
+        self.maxima: dict[str, torch.Tensor | float] = {}
 
-    def add(self, name: str, value: float, weight: float) -> None:
-        self.sums[name] = self.sums.get(name, 0.0) + value * weight
-        self.sums[name + "#w"] = self.sums.get(name + "#w", 0.0) + weight
+    def add(self, name: str, total, weight: float) -> None:
+        """`total`: the metric summed over `weight` tokens (or a mean times its weight)."""
+        self.sums[name] = self.sums.get(name, 0.0) + total
+        self.weights[name] = self.weights.get(name, 0.0) + weight
 
-    def high(self, name: str, value: float) -> None:
-        self.maxima[name] = max(self.maxima.get(name, 0.0), value)
+    def high(self, name: str, value) -> None:
+        self.maxima[name] = torch.maximum(self.maxima[name], value) if name in self.maxima else value
 
     def reduce(self, ctx) -> dict[str, float]:
+        sums = {k: (float(v), self.weights[k]) for k, v in self.sums.items()}
+        maxima = {k: float(v) for k, v in self.maxima.items()}
         if ctx is not None and ctx.world_size > 1:
-            gathered = all_gather_objects((self.sums, self.maxima), ctx)
-            sums: dict[str, float] = {}
-            maxima: dict[str, float] = {}
+            gathered = all_gather_objects((sums, maxima), ctx)
+            sums, maxima = {}, {}
             for s, m in gathered:
-                for k, v in s.items():
-                    sums[k] = sums.get(k, 0.0) + v
+                for k, (v, w) in s.items():
+                    v0, w0 = sums.get(k, (0.0, 0.0))
+                    sums[k] = (v0 + v, w0 + w)
                 for k, v in m.items():
                     maxima[k] = max(maxima.get(k, 0.0), v)
-        else:
-            sums, maxima = self.sums, self.maxima
-        out = {k: v / sums[k + "#w"] for k, v in sums.items() if not k.endswith("#w") and sums[k + "#w"]}
+        out = {k: v / w for k, (v, w) in sums.items() if w}
         return {**out, **maxima}
 
 
@@ -122,11 +165,25 @@ def update_policy(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, dev
                   *, policy=None, ctx=None) -> dict:
     """Advantages, filtering, then `mini_batches` optimizer steps on `rollouts` (the step's whole list, the
     same on every rank); returns the step's metrics. `policy` is the module to run (a DDP wrapper; default
-    `model`), `ctx` the distributed context (default: one process). Forward and backward run under bf16
-    autocast when `bf16_enabled` says so (log-probs are taken in fp32). When every group is filtered out
-    nothing is trained: no optimizer or scheduler step (warm-up counts updates)."""
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16_enabled(cfg, device)):
+    `model`), `ctx` the distributed context (default: one process). Each forward runs under bf16 autocast
+    when `bf16_enabled` says so (log-probs are taken in fp32; backward and optimizer steps outside it). When
+    every group is filtered out nothing is trained: no optimizer or scheduler step (warm-up counts updates)."""
+    with scoring(model, update_attention(cfg, device)):
         return _update_steps(model, policy or model, opt, sched, rollouts, cfg, device, step, ctx)
+
+
+@dataclass
+class _Micro:
+    """One micro-batch of this rank: its (rollout, advantage) pairs (empty: a filler pass) and inputs."""
+
+    items: list
+    batch: ScoringBatch
+
+
+@dataclass
+class _RankPlan:
+    chunks: list[_Micro]      # this rank's micro-batches, fillers included
+    imbalance: float          # max / mean tokens per rank in this mini-batch
 
 
 def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, step: int, ctx) -> dict:
@@ -156,42 +213,46 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
     random.Random(cfg.seed * 31 + step).shuffle(train)
     size = -(-len(train) // cfg.mini_batches)
     minis = [train[m:m + size] for m in range(0, len(train), size)]
-    plans = [_plan(mb, rank, world, cfg.micro_batch_size) for mb in minis]
+    attention = update_attention(cfg, device)
+    plans = [_plan(mb, rank, world, cfg, attention, device) for mb in minis]
     policy.train()
     sums = _Sums()
-    old = _behaviour_logprobs(policy, minis, plans, device, use_rollout_logprobs(cfg, device), sums)
+    bf16 = bf16_enabled(cfg, device)
+    old = _behaviour_logprobs(policy, plans, cfg, device, bf16, use_rollout_logprobs(cfg, device), sums)
     losses, norms = [], []
     for m, (mb, plan) in enumerate(zip(minis, plans)):
         n_tok = sum(len(r.response_ids) for r, _ in mb)
         n_sft = sum(len(r.response_ids) for r, _ in mb if r.correct)
-        total = 0.0
-        for i, chunk in enumerate(plan.chunks):
+        total = torch.zeros((), device=device)
+        for i, micro in enumerate(plan.chunks):
             with gradient_sync(policy, enabled=i == len(plan.chunks) - 1):
-                if not chunk:  # this rank's share ran out: a pass for the collectives, zero gradient
-                    logp, _, _ = logprobs(policy, plan.filler, device)
+                logp, ent = _forward(policy, micro.batch, cfg, device, bf16)
+                if not micro.items:  # this rank's share ran out: a pass for the collectives, zero gradient
                     (logp.sum() * 0.0).backward()
                     continue
-                logp, mask, ent = logprobs(policy, chunk, device)
                 if m == 0:  # the policy is still the behaviour policy: this pass is its log-prob
                     old_t = logp.detach()
-                    _mismatch(sums, chunk, old_t)
+                    _mismatch(sums, micro, old_t, cfg)
                 else:
-                    old_t = torch.nn.utils.rnn.pad_sequence(old[m][i], batch_first=True)
-                    _staleness(sums, logp, old_t, mask)
-                adv_t = torch.tensor([a for _, a in chunk], device=device)
-                loss, mets = policy_loss(cfg.loss, logp, old_t, adv_t, mask, cfg.eps_low, cfg.eps_high,
-                                         num_tokens=n_tok, beta1=cfg.beta1, beta2=cfg.beta2,
-                                         dual_clip=cfg.dual_clip)
+                    old_t = old[m][i]
+                    sums.add("stale_logratio", (logp.detach() - old_t).abs().sum(), old_t.numel())
+                lengths = torch.tensor(micro.batch.lengths, device=device)
+                adv_t = torch.tensor([a for _, a in micro.items], device=device).repeat_interleave(lengths)
+                loss, mets = policy_loss_on_device(cfg.loss, logp[None], old_t[None], adv_t[None],
+                                                   torch.ones_like(logp)[None], cfg.eps_low, cfg.eps_high,
+                                                   num_tokens=n_tok, beta1=cfg.beta1, beta2=cfg.beta2,
+                                                   dual_clip=cfg.dual_clip)
                 if cfg.sft_alpha and n_sft:
-                    ok = torch.tensor([float(r.correct) for r, _ in chunk], device=device)[:, None]
-                    loss = loss + cfg.sft_alpha * -(logp * mask * ok).sum() / n_sft
+                    ok = torch.tensor([float(r.correct) for r, _ in micro.items], device=device)
+                    loss = loss + cfg.sft_alpha * -(logp * ok.repeat_interleave(lengths)).sum() / n_sft
                 (loss * world).backward()  # ranks' gradients are averaged: ×N gives the sum
-                total += loss.item()
-                n_chunk = float(mask.sum())
-                for k, v in {**mets, "entropy": ent}.items():
-                    sums.add(k, v, n_chunk)
+                total += loss.detach()
+                n_chunk = logp.numel()
+                for k, v in mets.items():
+                    sums.add(k, v * n_chunk, n_chunk)
+                sums.add("entropy", ent.sum(), n_chunk)
         norms.append(scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)))
-        losses.append(all_reduce_sum(total, ctx) if ctx is not None else total)
+        losses.append(all_reduce_sum(float(total), ctx) if ctx is not None else float(total))
         check_finite(f"RL step {step + 1}, mini-batch {m + 1}", losses[-1], norms[-1], opt.param_groups[0]["lr"])
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -202,112 +263,64 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
     return values
 
 
-def _staleness(sums: _Sums, logp: torch.Tensor, old_t: torch.Tensor, mask: torch.Tensor) -> None:
-    """`stale_logratio` = mean |log π_θ − log π_old| over the tokens of the mini-batches after the first: how
-    far the policy has moved from the one that sampled them when they are trained (0 with one mini-batch;
-    the clip regions start at |log δ| ≈ 0.22–0.25)."""
-    n = float(mask.sum())
-    if n:
-        with torch.no_grad():
-            sums.add("stale_logratio", float(((logp.detach() - old_t).abs() * mask).sum()) / n, n)
+def _forward(policy, batch: ScoringBatch, cfg: RLConfig, device, bf16: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs, entropies) of one micro-batch: the forward alone under autocast (module docstring)."""
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        return policy(**score_inputs(batch, cfg.temperature))
 
 
-@dataclass
-class _RankPlan:
-    chunks: list[list]        # this rank's micro-batches; [] = a filler pass
-    filler: list              # one (rollout, advantage) to run a filler pass on
-    imbalance: float          # max / mean tokens per rank in this mini-batch
+def _plan(mb: list, rank: int, world: int, cfg: RLConfig, attention: str, device) -> _RankPlan:
+    sizes = [r.tokens for r, _ in mb]
+    shares = balance(sizes, world)
+    load = [sum(sizes[i] for i in s) for s in shares]
+    per_rank = [[[s[j] for j in b] for b in micro_batches([sizes[i] for i in s], cfg.micro_batch_tokens,
+                                                          cfg.micro_batch_size)] for s in shares]
+    n_micro = max(map(len, per_rank))
+    smallest = [min(mb, key=lambda x: x[0].tokens)]
+    chunks = []
+    for k in range(n_micro):
+        items = [mb[i] for i in per_rank[rank][k]] if k < len(per_rank[rank]) else []
+        chunks.append(_Micro(items, rollout_batch([r for r, _ in items or smallest], attention, device)))
+    return _RankPlan(chunks, max(load) / max(1e-9, sum(load) / world))
 
 
-def _plan(mb: list, rank: int, world: int, micro: int) -> _RankPlan:
-    shares = balance([r.tokens for r, _ in mb], world)
-    load = [sum(mb[i][0].tokens for i in s) for s in shares]
-    mine = [mb[i] for i in shares[rank]]
-    n_micro = max(math.ceil(len(s) / micro) for s in shares)
-    chunks = [mine[i * micro:(i + 1) * micro] for i in range(n_micro)]
-    smallest = min(mb, key=lambda x: x[0].tokens)
-    return _RankPlan(chunks, [smallest], max(load) / max(1e-9, sum(load) / world))
+def _mismatch(sums: _Sums, micro: _Micro, trainer: torch.Tensor, cfg: RLConfig) -> None:
+    """|rollout engine log-prob − trainer log-prob| per token, over the rollouts that carry engine log-probs,
+    at temperature 1 only (module docstring)."""
+    if cfg.temperature != 1.0:
+        return
+    engine = [lp if len(lp) == len(r.response_ids) else [float("nan")] * len(r.response_ids)
+              for r, _ in micro.items for lp in [r.logprobs]]
+    flat = torch.tensor([x for lp in engine for x in lp], device=trainer.device)
+    have = ~torch.isnan(flat)
+    n = sum(len(r.logprobs) for r, _ in micro.items if len(r.logprobs) == len(r.response_ids))
+    if not n:
+        return
+    diff = torch.where(have, (trainer.float() - flat).abs(), torch.zeros_like(flat))
+    sums.add("logprob_diff_mean", diff.sum(), n)
+    sums.high("logprob_diff_max", diff.max())
 
 
-def _mismatch(sums: _Sums, chunk: list, trainer: torch.Tensor) -> None:
-    """|rollout engine log-prob − trainer log-prob| per token, for rollouts that carry engine log-probs."""
-    for i, (r, _) in enumerate(chunk):
-        if len(r.logprobs) != len(r.response_ids) or not r.logprobs:
-            continue
-        diff = (trainer[i, :len(r.logprobs)].float().cpu() - torch.tensor(r.logprobs)).abs()
-        sums.add("logprob_diff_mean", float(diff.mean()), len(r.logprobs))
-        sums.high("logprob_diff_max", float(diff.max()))
-
-
-def _behaviour_logprobs(policy, minis: list, plans: list[_RankPlan], device, from_rollouts: bool,
-                        sums: _Sums) -> list[list[list[torch.Tensor]] | None]:
-    """π_old per mini-batch after the first, per micro-batch of this rank, per rollout (None for the first
-    mini-batch, which needs none: it trains on the unchanged policy, so its own pass gives π_old exactly).
-    From the rollout engine when `from_rollouts` and every later rollout carries one log-prob per response
-    token; else one no-grad pass per micro-batch before any update of this step (filler passes included,
-    so every rank runs the same number of forwards)."""
-    out: list = [None] * len(minis)
-    rest = [r for mb in minis[1:] for r, _ in mb]
+def _behaviour_logprobs(policy, plans: list[_RankPlan], cfg: RLConfig, device, bf16: bool, from_rollouts: bool,
+                        sums: _Sums) -> list[list[torch.Tensor] | None]:
+    """π_old per mini-batch after the first, per micro-batch of this rank, flat over its response tokens
+    (None for the first mini-batch, which needs none: it trains on the unchanged policy, so its own pass gives
+    π_old exactly). From the rollout engine when `from_rollouts` and every later rollout carries one log-prob
+    per response token; else one no-grad pass per micro-batch before any update of this step (filler passes
+    included, so every rank runs the same number of forwards)."""
+    out: list = [None] * len(plans)
+    rest = [r for plan in plans[1:] for micro in plan.chunks for r, _ in micro.items]
     if from_rollouts and all(len(r.logprobs) == len(r.response_ids) for r in rest):
-        for m in range(1, len(minis)):
-            out[m] = [[torch.tensor(r.logprobs, device=device) for r, _ in chunk] for chunk in plans[m].chunks]
+        for m in range(1, len(plans)):
+            out[m] = [torch.tensor([x for r, _ in micro.items for x in r.logprobs], device=device)
+                      for micro in plans[m].chunks]
         return out
     with torch.no_grad():
-        for m in range(1, len(minis)):
+        for m in range(1, len(plans)):
             out[m] = []
-            for chunk in plans[m].chunks:
-                lp, _, _ = logprobs(policy, chunk or plans[m].filler, device)
-                if not chunk:
-                    out[m].append([])
-                    continue
-                _mismatch(sums, chunk, lp)
-                out[m].append([lp[i, :len(r.response_ids)] for i, (r, _) in enumerate(chunk)])
+            for micro in plans[m].chunks:
+                lp, _ = _forward(policy, micro.batch, cfg, device, bf16)
+                if micro.items:
+                    _mismatch(sums, micro, lp, cfg)
+                out[m].append(lp)
     return out
-
-
-LOGPROB_BLOCK = 4096  # response tokens whose fp32 log-softmax exists at once (with its backward ≈ 14·4096·V bytes:
-#                      8.7 GB at V = 152K; tasks/training/plan.py counts it)
-
-
-def logprobs(model, chunk: list, device) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """log π(response tokens) for a chunk of (rollout, advantage): a (B, T_resp) right-padded tensor, its
-    mask, and the mean token entropy (a diagnostic; no gradient). Prompt tokens are not scored.
-
-    Memory: the model computes logits only from the first position that scores a response token
-    (`logits_to_keep`), in its own dtype (bf16 under autocast); log-probs are taken in fp32 as
-    logit[y] − logsumexp(logits) in blocks of LOGPROB_BLOCK tokens under activation checkpointing
-    (`token_logprobs`), so no fp32 copy of the [B, T, V] logits is kept for backward: one block's is
-    rebuilt at a time (the entropy diagnostic is summed block by block too)."""
-    seqs = [r.prompt_ids + r.response_ids for r, _ in chunk]
-    width = max(map(len, seqs))
-    first = min(len(r.prompt_ids) for r, _ in chunk) - 1  # position of the first scored logit
-    ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
-    attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
-    logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=width - first).logits
-    t_resp = max(len(r.response_ids) for r, _ in chunk)
-    rows, ent_sum, n = [], 0.0, 0
-    for i, (r, _) in enumerate(chunk):
-        p, t = len(r.prompt_ids), len(r.response_ids)
-        lg = logits[i, p - 1 - first:p - 1 - first + t]
-        y = torch.tensor(r.response_ids, device=device)
-        parts = []
-        for s in range(0, t, LOGPROB_BLOCK):
-            block, ys = lg[s:s + LOGPROB_BLOCK], y[s:s + LOGPROB_BLOCK]
-            if block.requires_grad:
-                parts.append(checkpoint(token_logprobs, block, ys, use_reentrant=False))
-            else:
-                parts.append(token_logprobs(block, ys))
-            with torch.no_grad():
-                full = torch.log_softmax(block.detach().float(), dim=-1)
-                ent_sum += float(-(full.exp() * full).sum())
-        rows.append(torch.nn.functional.pad(torch.cat(parts), (0, t_resp - t)))
-        n += t
-    mask = torch.tensor([[1.0] * len(r.response_ids) + [0.0] * (t_resp - len(r.response_ids)) for r, _ in chunk],
-                        device=device)
-    return torch.stack(rows), mask, ent_sum / max(1, n)
-
-
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[token] per row, in fp32: logit[token] − logsumexp(logits)."""
-    logits = logits.float()
-    return logits.gather(-1, tokens[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)

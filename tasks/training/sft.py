@@ -37,8 +37,9 @@ from tasks.training.config import SFTConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
 from tasks.training.metrics import MetricsLog, check_finite
+from tasks.training.optim import fused_adamw
 from tasks.training.schedule import warmup_cosine
-from tasks.training.packed_attention import attention_inputs, attn_implementation, resolve_attention
+from tasks.training.packed_attention import attn_implementation, resolve_attention
 from tasks.training.sft_loss import summed_nll
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 from tasks.training.sft_responses import select_responses
@@ -165,7 +166,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     warmup = max(1, round(cfg.warmup_ratio * total)) if cfg.warmup_ratio > 0 else 0
 
     ddp_model = dist_utils.wrap(model, ctx, cfg.strategy)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
+                            **fused_adamw(ctx.device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
     step = 0
     if ckpt is not None:
@@ -260,10 +262,8 @@ def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, in
         # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
         sync = ctx.world_size == 1 or i == n_micro - 1
         with dist_utils.gradient_sync(model, sync):
-            with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model(input_ids=t["input_ids"], position_ids=t["position_ids"],
-                               **attention_inputs(t, cfg.attention)).logits
-            nll = summed_nll(logits, t["labels"], IGNORE)  # fp32, block by block (no fp32 copy of the logits kept)
+            # label positions only, from the hidden states in chunks: no [B, T, V] logits (sft_loss.py)
+            nll = summed_nll(model, dist_utils.unwrap(model), t, cfg.attention, bf16, IGNORE)
             # DDP and FSDP average gradients over ranks; scale by world size: the result is the global token mean
             (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()

@@ -1,38 +1,37 @@
-"""SFT's summed next-token NLL over packed batches, taken from the model's logits in fp32 without keeping an
-fp32 copy of the whole [B, T, V] logits for backward.
+"""SFT's summed next-token NLL over packed batches, on label positions only, taken from the hidden states:
 
-    NLL = Σ_{b, t : labels[b, t+1] ≠ ignore} − log softmax(logits[b, t])[labels[b, t+1]]
+    NLL = Σ_{b, t : labels[b, t+1] ≠ ignore} − log softmax(h[b, t] · Wᵀ)[labels[b, t+1]]
 
-What `cross_entropy(logits[:, :-1].float(), labels[:, 1:], reduction="sum")` computes, and with the same
-per-token terms and the same gradient (−(onehot − softmax) per position, zero where the label is ignored), so
-training follows the same weights. That form holds the fp32 copy, its log-softmax and then its gradient at
-once: 3 × 4·B·T·V bytes (30 GB for a micro-batch of 4 × 4,096 tokens at Qwen's 151,936-token vocabulary).
-Here the positions go in blocks of NLL_BLOCK under activation checkpointing: the model's own logits (bf16
-under autocast) are kept, and one block's fp32 log-softmax and gradient exist at a time (≈ 14·NLL_BLOCK·V
-bytes in backward, as the RL update's log-prob blocks)."""
+Only the positions whose next token is a label (a response token; not prompts, not padding, not the last
+position of a row) are gathered from the last hidden states, and their log-probs go through the output
+embedding W in chunks (tasks/training/linear_logprobs.py): no [B, T, V] logits exist, forward or backward.
+The value and gradient are those of `cross_entropy(logits[:, :-1], labels[:, 1:], reduction="sum")` over the
+model's full logits, within float rounding (tests/training/test_sft_loss.py).
+"""
 from __future__ import annotations
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
-NLL_BLOCK = 4096  # positions whose fp32 log-softmax exists at once: 14·4096·V bytes ≈ 8.7 GB at V = 152K
-
-
-def summed_nll(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
-    """The summed next-token NLL of `labels` ([B, T]) under `logits` ([B, T, V]), an fp32 scalar (formula in the
-    module docstring). Position t predicts label t+1; the last position of each row predicts nothing."""
-    b, t, v = logits.shape
-    following = torch.cat([labels[:, 1:], labels.new_full((b, 1), ignore_index)], dim=1).reshape(-1)
-    flat = logits.reshape(b * t, v)  # a view of the model's contiguous logits, no copy
-    parts = []
-    for s in range(0, b * t, NLL_BLOCK):
-        block, ys = flat[s:s + NLL_BLOCK], following[s:s + NLL_BLOCK]
-        if block.requires_grad:
-            parts.append(checkpoint(_token_nll, block, ys, ignore_index, use_reentrant=False))
-        else:
-            parts.append(_token_nll(block, ys, ignore_index))
-    return torch.cat(parts).sum()
+from tasks.training.packed_attention import attention_inputs
+from tasks.training.scoring import ScoringBatch, score_inputs, scoring
 
 
-def _token_nll(block: torch.Tensor, ys: torch.Tensor, ignore_index: int) -> torch.Tensor:
-    return torch.nn.functional.cross_entropy(block.float(), ys, ignore_index=ignore_index, reduction="none")
+def label_batch(t: dict, attention: str, ignore_index: int = -100) -> ScoringBatch:
+    """A collated SFT batch (sft_data.collate, on its device) as a ScoringBatch: position t of row b is scored
+    when labels[b, t+1] ≠ ignore_index, against that label (module formula)."""
+    labels = t["labels"]
+    following = torch.cat([labels[:, 1:], labels.new_full((labels.shape[0], 1), ignore_index)], dim=1).reshape(-1)
+    index = (following != ignore_index).nonzero()[:, 0]
+    inputs = {"input_ids": t["input_ids"], "position_ids": t["position_ids"], **attention_inputs(t, attention)}
+    return ScoringBatch(inputs, index, following.index_select(0, index), [int(index.numel())])
+
+
+def summed_nll(policy, model, t: dict, attention: str, bf16: bool = False, ignore_index: int = -100) -> torch.Tensor:
+    """The summed NLL (fp32 scalar) of a collated batch `t` under `model`, run through `policy` (the model or
+    its DDP/FSDP wrapper) with the resolved `attention`; the forward under bf16 autocast when `bf16`. A batch
+    with every label ignored gives 0 and still runs a backward to every weight (a filler pack under DDP/FSDP)."""
+    batch = label_batch(t, attention, ignore_index)
+    with scoring(model, attention):
+        with torch.autocast(t["input_ids"].device.type, dtype=torch.bfloat16, enabled=bf16):
+            logp, _ = policy(**score_inputs(batch, 1.0, entropy=False))
+    return -logp.sum()

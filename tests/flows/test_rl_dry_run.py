@@ -18,7 +18,7 @@ def test_paper_preset_prints_a_plan_that_fits():
 def test_an_explicit_flag_overrides_the_preset_and_a_plan_that_cannot_fit_exits_1():
     r = klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--strategy", "ddp")
     assert r.returncode == 1, r.stderr[-2000:]
-    assert r.stdout.splitlines()[-1].startswith("refused: needs 164.3 GiB per GPU, more than 80 GiB (largest: "
+    assert r.stdout.splitlines()[-1].startswith("refused: needs 143.5 GiB per GPU, more than 80 GiB (largest: "
                                                 "AdamW moments")
 
 

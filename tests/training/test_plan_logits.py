@@ -1,10 +1,9 @@
-"""The RL memory plan at a real vocabulary (Qwen's 151,936 rows): its logits and log-prob terms bound what
-rl_update.logprobs really holds, forward and backward, and a Qwen3 model's parameters (tied embedding,
+"""The RL memory plan at a real vocabulary (Qwen's 151,936 rows): its log-prob chunk term bounds what
+linear_logprobs really holds, forward and backward, and a Qwen3 model's parameters (tied embedding,
 q/k norms) are counted as transformers builds them.
 
 Memory is counted at the tensor level (a dispatch mode adds each new storage's bytes and subtracts them when
 the storage is freed), so the figure is what the code keeps alive on any device, not an allocator's view."""
-import types
 import weakref
 
 import pytest
@@ -43,27 +42,26 @@ class LiveBytes(TorchDispatchMode):
         self.seen.discard(key)
 
 
-class _LogitsOnly(torch.nn.Module):
-    """Stands in for the policy: returns bf16 logits of the requested positions, a leaf with a gradient, as
-    the model's lm_head under bf16 autocast gives them (the layers below are the plan's other terms)."""
-
-    def forward(self, input_ids, attention_mask, logits_to_keep):
-        logits = torch.randn(input_ids.shape[0], logits_to_keep, VOCAB, dtype=torch.bfloat16, requires_grad=True)
-        return types.SimpleNamespace(logits=logits)
-
-
 @pytest.mark.parametrize("rows", [1, 3])
-def test_logits_terms_bound_what_logprobs_holds(rows):
-    from tasks.training.rl_update import logprobs
+def test_the_log_prob_chunk_term_bounds_what_scoring_holds(rows):
+    """The response positions' hidden states (a leaf with a gradient, as the decoder's output under bf16
+    autocast) through linear_logprobs at Qwen's vocabulary, forward and backward: what it holds at once is the
+    plan's log-prob chunk term, within 25 %. The output embedding's own gradient is the plan's `gradients`
+    term, so the weight here takes none."""
+    from tasks.training.linear_logprobs import linear_logprobs
 
-    response = 48
-    rollout = types.SimpleNamespace(prompt_ids=[1, 2, 3], response_ids=list(range(10, 10 + response)))
+    response, hidden = 48, 64
+    h = torch.randn(rows * response, hidden, requires_grad=True)
+    weight = torch.randn(VOCAB, hidden) * 0.02
+    targets = torch.randint(0, VOCAB, (rows * response,))
     with LiveBytes() as live:
-        lp, mask, _ = logprobs(_LogitsOnly(), [(rollout, 1.0)] * rows, torch.device("cpu"))
-        (lp * mask).sum().backward()
-    shape = Shape(hidden=64, intermediate=64, layers=1, heads=2, kv_heads=2, head_dim=32, vocab=VOCAB, tied=True)
-    plan = plan_rl(shape, Workload(1, rows, rows, 3, response + 1), Hardware(engine=False))
-    planned = sum(gib for what, gib in plan.lines if what.startswith(("logits", "log-prob"))) * 2**30
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lp, _ = linear_logprobs(h, weight, targets)
+        lp.sum().backward()
+    shape = Shape(hidden=hidden, intermediate=64, layers=1, heads=2, kv_heads=2, head_dim=32, vocab=VOCAB, tied=True)
+    seq = 3 + response
+    plan = plan_rl(shape, Workload(1, rows, rows * seq, 3, response), Hardware(engine=False))
+    planned = dict(plan.lines)["log-prob chunk (fp32)"] * 2**30
     assert live.peak <= planned, (live.peak, planned)  # the plan never undercounts
     assert live.peak >= 0.75 * planned, (live.peak, planned)  # nor counts much that is not there
 

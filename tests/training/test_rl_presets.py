@@ -49,10 +49,13 @@ def test_the_paper_preset_with_ddp_is_refused_naming_its_largest_term():
     assert plan.render().splitlines()[-1] == f"refused: {plan.refusal}"
 
 
-def test_a_second_rollout_per_micro_batch_does_not_fit_the_paper_shape():
+def test_four_full_rollouts_per_micro_batch_do_not_fit_the_paper_shape():
+    """No [tokens, V] logits exist any more (log-probs in chunks from the hidden states), so activations
+    bound the packed micro-batch: three 36K-token rollouts per pass fit 80 GiB, four do not."""
     preset = RL_PRESETS["paper"]
-    plan = dry_run(preset.model, preset.rl_config(micro_batch_size=2), preset.hardware)
-    assert plan.refusal and "largest: logits" in plan.refusal
+    assert dry_run(preset.model, preset.rl_config(micro_batch_tokens=3 * 36864), preset.hardware).refusal is None
+    plan = dry_run(preset.model, preset.rl_config(micro_batch_tokens=4 * 36864), preset.hardware)
+    assert plan.refusal and "largest: activations" in plan.refusal
 
 
 @pytest.fixture()
@@ -76,15 +79,15 @@ def test_a_model_directory_is_planned_from_its_config_json_alone(config_only_mod
     assert plan.refusal is None
     title = plan.render().splitlines()[0]
     assert title.startswith(f"{config_only_model} (hf rollouts)")
-    # the context (1024) minus max_tokens (256) caps the default prompt; the micro-batch stays at 32
-    assert "micro-batch 32 × 1,024 tokens (prompt 768 + response 256)" in title
+    # the context (1024) minus max_tokens (256) caps the default prompt; the micro-batch keeps its budget
+    assert "micro-batch ≤ 16,384 tokens packed; rollouts of ≤ 1,024 tokens (prompt 768 + response 256)" in title
     assert "the policy itself generates" in plan.render() and plan.engine_gib == 0
 
 
 def test_the_datas_longest_prompt_and_a_full_mini_batch_bound_the_workload(config_only_model):
-    cfg = RLConfig(micro_batch_size=1000, strategy="fsdp")  # 16·8 rollouts in 2 mini-batches: 64 at most
+    cfg = RLConfig(micro_batch_tokens=10**6, strategy="fsdp")  # 16·8 rollouts in 2 mini-batches: 64 at most
     plan = dry_run(str(config_only_model), cfg, Hardware(nproc=2, strategy="ddp"), prompt_tokens=100)
-    assert "fsdp" in plan.title and "micro-batch 64 × 356 tokens (prompt 100 + response 256)" in plan.title
+    assert "fsdp" in plan.title and "micro-batch ≤ 22,784 tokens packed; rollouts of ≤ 356 tokens" in plan.title
     assert plan.engine_gib > 0    # backend "auto": vLLM, as on the GPUs a plan is for
 
 

@@ -1,6 +1,8 @@
-"""The GPPO update on fixed rollouts: rank sharing by tokens, the α·NLL term's golden value, the overlong
-filter, no optimizer or scheduler step when every group is filtered, and N ranks (ddp, fsdp) giving the
-one-process update."""
+"""The GPPO update on fixed rollouts: rank sharing by tokens, micro-batches by a token budget, the α·NLL term's
+golden value, the overlong filter, no optimizer or scheduler step when every group is filtered, N ranks (ddp,
+fsdp) giving the one-process update, packed rows giving the padded ones' update, log-probs from the hidden
+states equal to the full log-softmax at the sampling temperature, and bf16 autocast that sees the updated
+weights in every mini-batch."""
 import json
 import subprocess
 import sys
@@ -10,7 +12,8 @@ import pytest
 import torch
 
 from tasks.training.config import RLConfig
-from tasks.training.rl_update import Rollout, balance, logprobs, update_policy
+from tasks.training.scoring import PADDED, rollout_logprobs
+from tasks.training.rl_update import Rollout, balance, micro_batches, update_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
@@ -62,10 +65,9 @@ def test_sft_alpha_adds_the_mean_nll_of_correct_rollouts(tiny):
     cfg = dict(mini_batches=1, micro_batch_size=3, backend="hf", old_logprobs="recompute")
     with_nll = update_policy(tiny, *_frozen(tiny), rs, RLConfig(sft_alpha=0.3, **cfg), CPU, 0)["loss"]
     without = update_policy(tiny, *_frozen(tiny), rs, RLConfig(sft_alpha=0.0, **cfg), CPU, 0)["loss"]
-    ok = [(r, 0.0) for r in rs if r.correct]
     with torch.no_grad():
-        lp, mask, _ = logprobs(tiny, ok, CPU)
-    nll = float(-(lp * mask).sum() / mask.sum())
+        lp, _, _ = rollout_logprobs(tiny, tiny, [r for r in rs if r.correct], "varlen", CPU)
+    nll = float(-lp.sum() / lp.numel())
     assert with_nll - without == pytest.approx(0.3 * nll, rel=1e-5)
 
 
@@ -126,36 +128,112 @@ def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
         assert 1.0 <= values["rank_token_imbalance"] < 1.2
 
 
-def test_blocked_logprobs_equal_the_full_log_softmax_and_its_gradient(tiny, monkeypatch):
-    """logprobs keeps only response logits and takes log-probs in checkpointed blocks: the values and the
-    gradient equal a plain log_softmax over the full logits (any block size)."""
-    from tasks.training import rl_update
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_scored_logprobs_equal_the_full_log_softmax_and_its_gradient(tiny, monkeypatch, temperature):
+    """Packed rows (varlen, dense mask) and padded rows, log-probs taken from the hidden states in chunks of any
+    size: the values and the gradient equal a plain log_softmax(logits / τ) over the model's full logits."""
+    from tasks.training import linear_logprobs
 
     rs = _rollouts(tiny.config.vocab_size, [[1.0, 0.0, 1.0], [0.0, 1.0]])
-    chunk = [(r, 0.0) for r in rs]
 
     def plain():
         seqs = [r.prompt_ids + r.response_ids for r in rs]
         width = max(map(len, seqs))
         ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
         attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-        lg = tiny(input_ids=ids, attention_mask=attn).logits.float()
+        lg = tiny(input_ids=ids, attention_mask=attn).logits.float() / temperature
         rows = [torch.log_softmax(lg[i, len(r.prompt_ids) - 1:len(r.prompt_ids) - 1 + len(r.response_ids)], -1)
                 .gather(-1, torch.tensor(r.response_ids)[:, None]).squeeze(-1) for i, r in enumerate(rs)]
-        return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+        return torch.cat(rows)
 
     def grad_of(fn):
         tiny.zero_grad()
         out = fn()
-        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        (out * torch.linspace(-1, 1, out.numel())).sum().backward()
         return out.detach(), {n: p.grad.clone() for n, p in tiny.named_parameters()}
 
     ref, ref_grad = grad_of(plain)
-    for block in (3, 4096):
-        monkeypatch.setattr(rl_update, "LOGPROB_BLOCK", block)
-        out, grads = grad_of(lambda: logprobs(tiny, chunk, CPU)[0])
-        assert (out - ref).abs().max() < 1e-5
-        assert max((grads[n] - ref_grad[n]).abs().max().item() for n in grads) < 1e-5
+    for attention in ("varlen", "dense", PADDED):
+        for chunk in (3, 4096):
+            monkeypatch.setattr(linear_logprobs, "LOGPROB_CHUNK", chunk)
+            monkeypatch.setattr(linear_logprobs.linear_logprobs, "__defaults__", (1.0, chunk))
+            out, grads = grad_of(lambda: rollout_logprobs(tiny, tiny, rs, attention, CPU, temperature)[0])
+            assert (out - ref).abs().max() < 1e-5, (attention, chunk)
+            assert max((grads[n] - ref_grad[n]).abs().max().item() for n in grads) < 1e-5, (attention, chunk)
+
+
+def test_every_scoring_forward_builds_no_kv_cache(tiny):
+    seen = []
+    hook = tiny.model.register_forward_pre_hook(lambda mod, args, kw: seen.append(kw.get("use_cache")),
+                                                with_kwargs=True)
+    try:
+        rs = _rollouts(tiny.config.vocab_size, [[1.0, 0.0], [0.0, 1.0]])
+        update_policy(tiny, *_frozen(tiny), rs, RLConfig(backend="hf", mini_batches=2, old_logprobs="recompute"),
+                      CPU, 0)
+    finally:
+        hook.remove()
+    assert seen and all(u is False for u in seen)  # π_old pass and both training passes
+
+
+def test_micro_batches_fill_a_token_budget():
+    sizes = [50, 10, 40, 30, 20, 60, 5, 85]
+    bins = micro_batches(sizes, 100)
+    assert sorted(i for b in bins for i in b) == list(range(8))
+    assert all(sum(sizes[i] for i in b) <= 100 or len(b) == 1 for b in bins)
+    assert len(bins) == 3                                   # 300 tokens: the fewest bins of 100 (all full)
+    assert micro_batches([150, 20], 100) == [[0], [1]]      # over the budget: alone
+    assert all(len(b) <= 2 for b in micro_batches(sizes, 1000, cap=2))
+
+
+def _grpo_batch(vocab: int) -> list[Rollout]:
+    import random
+
+    rng = random.Random(1)
+    out = []
+    for g in range(8):
+        prompt = [rng.randrange(1, vocab) for _ in range(rng.randint(3, 9))]
+        for k in range(4):
+            out.append(Rollout(g, "math", prompt, [rng.randrange(1, vocab) for _ in range(rng.randint(8, 24))],
+                               float(k % 2), k % 2 == 1, False))
+    return out
+
+
+def _fresh_update(cfg: RLConfig, lr: float = 3e-3) -> tuple[dict, dict]:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tasks.models.presets import PRESETS
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**PRESETS["tiny"].to_dict()))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    values = update_policy(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
+                           _grpo_batch(model.config.vocab_size), cfg, CPU, 0)
+    return values, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_bf16_updates_see_the_weights_of_the_previous_mini_batch():
+    """4 mini-batches: π_θ moves away from π_old after each optimizer step. Under bf16 autocast the later
+    mini-batches must run on the updated weights: their staleness |log π_θ − log π_old| is the fp32 run's
+    (an autocast context held across the optimizer steps reuses its bf16 copies of the first weights:
+    staleness 0.112 against fp32's 0.235 here, only the tied embedding moving)."""
+    cfg = dict(backend="hf", mini_batches=4, micro_batch_size=8, old_logprobs="recompute")
+    fp32, _ = _fresh_update(RLConfig(bf16=False, **cfg))
+    bf16, _ = _fresh_update(RLConfig(bf16=True, **cfg))
+    assert fp32["stale_logratio"] > 0.1
+    assert bf16["stale_logratio"] == pytest.approx(fp32["stale_logratio"], rel=0.1)
+
+
+def test_packed_rows_give_the_padded_update():
+    """The same rollouts, packed into token-budget rows (varlen, dense mask) or padded one per row: the same
+    loss, metrics and weights after 2 mini-batches (fp32 summation order aside: at lr 1e-4 Adam's
+    normalisation turns it into ~1e-6 in the weights, as in the ranks test above)."""
+    cfg = dict(backend="hf", mini_batches=2, old_logprobs="recompute", micro_batch_tokens=256)
+    ref, ref_w = _fresh_update(RLConfig(packing=False, **cfg), lr=1e-4)
+    for attention in ("varlen", "dense"):
+        got, w = _fresh_update(RLConfig(packing=True, attention=attention, **cfg), lr=1e-4)
+        for k in ("loss", "entropy", "clip_frac_low", "clip_frac_high", "stale_logratio", "grad_norm"):
+            assert got[k] == pytest.approx(ref[k], rel=1e-4, abs=1e-6), (attention, k)
+        assert max((w[n] - ref_w[n]).abs().max().item() for n in w) < 1e-5, attention
 
 
 def test_a_non_finite_loss_stops_before_the_update():
