@@ -16,7 +16,7 @@
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
 # and writes them all to bench/out/gpu.json (also $OUT/gpu.json when $OUT is set, as on the device machine),
 # the parts' logs to bench/out/gpu.log. Parts, each its own process under its own time limit (GPU / smoke),
-# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 540 s) caps them all:
+# so one that hangs or fails costs only its own slot; a global budget (GLOBAL_S = 570 s) caps them all:
 #   setup    (60 s)  Qwen's tokenizer (built from dashscope's qwen.tiktoken ranks, a few seconds) + random
 #                    model saved as an HF dir in fp32 like `klear model init`, + synthetic long-CoT SFT rows
 #                    (.jsonl). Every part below pays the 151,936-wide lm_head (SFT's and RL's log-probs in
@@ -24,6 +24,8 @@
 #   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
 #                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
 #                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
+#   sft_compiled (150 s)  the same with SFTConfig.compile (each decoder block under torch.compile; the warm-up
+#                    steps pay the compilation)
 #   sft_loss (60 s)  SFT's loss on one micro-batch (4 × 4096 tokens) of the setup model, bf16 autocast, forward +
 #                    backward of the model: the one-shot cross-entropy over an fp32 copy of the full logits
 #                    (train_sft's form until 2026-12-04) against tasks.training.sft_loss.summed_nll (label
@@ -71,7 +73,7 @@
 # cannot travel (vllm 0.32.0's wheel is 327 MB; a call carries 64 MiB), so there the rollout part falls back
 # to the HF engine unless a future image has vllm, and rl_dist is skipped (no vLLM; nor typer/prefect for
 # `klear rl`). Device calls:
-#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=540,
+#   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=600,
 #       carry=[".venv/lib/python3.11/site-packages/dashscope/resources/qwen.tiktoken"])
 #   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh --rl-dist", timeout_s=400, carry=[…the same…])
 set -u -o pipefail
@@ -86,7 +88,7 @@ for arg in "$@"; do
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
     --sft) ONLY_SFT=1 ;;
-    -h|--help) sed -n '2,76p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,78p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -108,11 +110,11 @@ if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
   FLAG=--smoke
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
-  GLOBAL_S=720; L_SETUP=120; L_SFT=150; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_PROF=120; L_RLD=240
+  GLOBAL_S=900; L_SETUP=120; L_SFT=150; L_SFTC=240; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_PROF=120; L_RLD=240
 else
   FLAG=
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
-  GLOBAL_S=540; L_SETUP=60; L_SFT=110; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_PROF=90; L_RLD=240
+  GLOBAL_S=570; L_SETUP=60; L_SFT=110; L_SFTC=150; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_PROF=90; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
 LOG=bench/out/gpu.log; : >"$LOG"
@@ -157,6 +159,7 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
 run_part setup "$L_SETUP" setup
 if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft
+  run_part sft_compiled "$L_SFTC" sft --compile
   run_part sft_loss "$L_SFTL" sft_loss
 fi
 if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then

@@ -9,7 +9,8 @@ setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_token
           Qwen2.5-0.5B's shape (Qwen2, hidden 896, 24 layers, 14/2 heads, ffn 4864, tied embeddings,
           ~0.49B parameters, a quarter of them the embedding); smoke: the `qwen3-tiny` preset's model
           (tasks/models/presets.py). Then synthetic long-CoT SFT rows (.jsonl).
-sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up.
+sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up
+          (--compile: SFTConfig.compile, each decoder block under torch.compile; the warm-up pays it).
 sft_loss  SFT's loss on one micro-batch of the setup model (micro_batch_size × seq_len tokens, bf16 autocast
           on a GPU as train_sft): forward + backward of the model with the one-shot cross-entropy over an fp32
           copy of the full logits (train_sft's form until 2026-12-04) and with tasks.training.sft_loss.summed_nll
@@ -235,7 +236,7 @@ class _Done(Exception):
     writes that are not training)."""
 
 
-def part_sft(work: Path, smoke: bool) -> None:
+def part_sft(work: Path, smoke: bool, compiled: bool = False) -> None:
     import torch
     from transformers import AutoTokenizer
 
@@ -247,7 +248,9 @@ def part_sft(work: Path, smoke: bool) -> None:
     shape = model_shape(model_dir)
     total = s["warmup_steps"] + s["timed_steps"]
     cfg = SFTConfig(epochs=1, max_steps=total, warmup_ratio=0.0, batch_size=s["batch_size"],
-                    micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"], save_every=10**9, seed=0)
+                    micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"], save_every=10**9, seed=0,
+                    compile=compiled)
+    part = "sft_compiled" if compiled else "sft"
     # the same packs train_sft will build (same tokenizer, rows, seq_len, seed, epoch 0): their real lengths
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     packs, _ = pack_examples(tokenize_examples(load_sft_rows(str(data)).rows, tok), cfg.seq_len,
@@ -280,7 +283,7 @@ def part_sft(work: Path, smoke: bool) -> None:
         stopped = True
     w = s["warmup_steps"]
     if total not in stamps or w not in stamps:
-        emit(work, "sft", "error", error=f"only steps {sorted(stamps)} reached (wanted {total})")
+        emit(work, part, "error", error=f"only steps {sorted(stamps)} reached (wanted {total})")
         return
     seconds = stamps[total] - stamps[w]
     timed = range(w, total)  # 0-based batch indices of steps w+1..total
@@ -289,7 +292,7 @@ def part_sft(work: Path, smoke: bool) -> None:
     tflops, frac = mfu(flops, seconds)
     step_s = [stamps[i + 1] - stamps[i] for i in range(w, total)]
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    emit(work, "sft", "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy,
+    emit(work, part, "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy, compile=cfg.compile,
          precision="bf16 autocast, fp32 weights + AdamW" if bf16 else "fp32",
          seq_len=cfg.seq_len, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
          warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
@@ -826,6 +829,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--layout", choices=["packed", "padded"], default="packed")
+    ap.add_argument("--compile", action="store_true", help="sft: torch.compile each decoder block")
     ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
     ap.add_argument("--started", type=float, default=None)
     a = ap.parse_args()
@@ -833,7 +837,7 @@ def main() -> None:
     if a.part == "setup":
         part_setup(a.work, a.smoke)
     elif a.part == "sft":
-        part_sft(a.work, a.smoke)
+        part_sft(a.work, a.smoke, a.compile)
     elif a.part == "sft_loss":
         part_sft_loss(a.work, a.smoke)
     elif a.part == "rollout":

@@ -46,11 +46,14 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   Per-prompt groups cost one torch.rand call per live prompt per step instead of one per batch, no
   cost above the run-to-run noise (docs/benchmarks.md).
 * Stopping and eviction. A row stops at its first id of the stop set (base.py `stop_ids`: the model's
-  eos ids ∪ the tokenizer's; kept in token_ids, finish "stop") or after max_tokens ("length"). Finished
-  rows are dropped from the batch (KV rows, mask, positions) once they are ≥ `evict_frac` (1/8) of the rows
-  still in it (at least one row), so the batch shrinks as completions end and one compaction copy serves
-  several finished rows; until then a finished row runs along and its outputs are ignored. The loop ends
-  when every row has finished.
+  eos ids ∪ the tokenizer's; kept in token_ids, finish "stop") or after max_tokens ("length"); its length
+  and stop are recorded on the device at that step. The host looks at which rows ended every
+  `eos_check_every` steps (1 on CPU, EOS_CHECK_EVERY_GPU on a GPU, where each look makes the host wait for
+  the device): finished rows are dropped from the batch (KV rows, mask, positions) once they are ≥
+  `evict_frac` (1/8) of the rows still in it (at least one row), so the batch shrinks as completions end and
+  one compaction copy serves several finished rows; until then a finished row runs along and its outputs
+  are ignored (a group whose rows all ended may draw noise a few steps longer, from its own generator). The
+  loop ends at the first look after every row has finished. Neither setting changes a completion.
 
 Fallback: transformers `generate` (the old path, `loop="hf"`; it seeds torch's global RNG, so with `seeds`
 it generates one prompt per call) for models the loop does not drive:
@@ -71,6 +74,7 @@ import torch
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
 
 GQA_SDPA = "klear_sdpa_gqa"
+EOS_CHECK_EVERY_GPU = 8  # decode steps between the host's looks at which rows ended, on a GPU (module docstring)
 BATCH_SIZE = 128  # rows (prompts × n) per decode batch: a decode step's Python and kernel-launch overhead
 #   is shared by more rows (the demo SFT model on CPU: ×1.19 tokens per CPU-s against 64 rows, ×1.28 at 256;
 #   docs/benchmarks.md), while the logits of one step stay small (128 × 151,936 fp32 = 78 MB at Qwen's vocab)
@@ -199,7 +203,8 @@ def sample_tokens(logits: torch.Tensor, logp: torch.Tensor, temperature: float, 
 
 
 class HFGenerator:
-    def __init__(self, model, tokenizer, batch_size: int = BATCH_SIZE, loop: str = "auto", evict_frac: float = 0.125):
+    def __init__(self, model, tokenizer, batch_size: int = BATCH_SIZE, loop: str = "auto", evict_frac: float = 0.125,
+                 eos_check_every: int | None = None):
         if loop not in ("auto", "lean", "hf"):
             raise ValueError(f"loop must be auto, lean or hf, not {loop!r}")
         self.model, self.tok, self.batch_size = model, tokenizer, batch_size
@@ -210,6 +215,11 @@ class HFGenerator:
         self.eos_ids = set(stop_ids(eos, tokenizer.eos_token_id))
         self.lean = lean_loop_supported(model) if loop == "auto" else loop == "lean"
         self.evict_frac = evict_frac
+        if eos_check_every is None:  # a GPU waits for the host at every check; a CPU does not
+            eos_check_every = EOS_CHECK_EVERY_GPU if next(model.parameters()).device.type == "cuda" else 1
+        if eos_check_every < 1:
+            raise ValueError(f"eos_check_every must be ≥ 1, not {eos_check_every}")
+        self.eos_check_every = eos_check_every
         self.context_length = getattr(model.config, "max_position_embeddings", None)
         self._threads = None  # on CPU: torch threads follow the CPUs others leave free (tasks/cpu_threads.py)
 
@@ -345,11 +355,11 @@ class HFGenerator:
                 nxt = sample_tokens(logits, logp, p.temperature, p.top_p, noise)
                 toks[rows, t] = nxt
                 lps[rows, t] = logp.gather(-1, nxt[:, None])[:, 0]
-                fin = torch.isin(nxt, eos) & ~done
-                if fin.any():
-                    done |= fin
-                    length[rows[fin]] = t + 1
-                    stopped[rows[fin]] = True
+                fin = torch.isin(nxt, eos) & ~done  # recorded on the device; the host looks every few steps
+                done |= fin
+                length[rows] = torch.where(fin, t + 1, length[rows])
+                stopped[rows] |= fin
+                if (t + 1) % self.eos_check_every == 0 or t == T - 1:
                     if len(gens) > 1:
                         live_groups = (~stopped.view(len(gens), per_group).all(1)).nonzero()[:, 0].tolist()
                     n_done = int(done.sum())

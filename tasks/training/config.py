@@ -38,6 +38,8 @@ class SFTConfig:
     save_every: int = 50                  # checkpoint every N optimizer steps
     keep_checkpoints: int = 2             # older checkpoints are deleted
     gradient_checkpointing: bool = False  # trade compute for memory on long contexts
+    compile: bool = False                 # torch.compile each decoder block (tasks/training/compile.py): fuses
+    #   the elementwise work between matmuls on a GPU; the first steps pay the compilation
     bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
     strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
     attention: str = "auto"               # packed attention, never an L×L mask: flex (FlexAttention, document
@@ -132,6 +134,8 @@ class RLConfig(Sampling):
     #                                       per rollout), dense (an L×L mask: reference); auto: flex on a GPU
     gradient_checkpointing: bool | None = None  # recompute each block's activations in backward; None: on
     #                                       with a GPU (long responses), off on CPU (short ones, speed)
+    compile: bool = False                 # torch.compile each decoder block (tasks/training/compile.py) for the
+    #                                       update's forwards and backwards; generation runs uncompiled
     lr: float | None = None               # None: 1e-6·4096/hidden (paper's 1e-6 at 8B width), capped 1e-4
     warmup_steps: int = 2                 # paper: 10 (over far longer runs)
     weight_decay: float = 0.1             # AdamW

@@ -83,6 +83,7 @@ def document_block_mask(document_ids: torch.Tensor, tile: int = FLEX_TILE):
                                     seq_lengths=(length, length))
 
 
+@torch.compiler.disable  # outside compiled blocks' graphs: its loop follows each batch's documents (compile.py)
 def varlen_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask,
                      scaling: float | None = None, dropout: float = 0.0, document_spans=None, **kwargs):
     """Packed attention document by document: for each span (row, s, e, padding) of `document_spans`

@@ -52,6 +52,7 @@ from tasks.models.checks import check_model_dir
 from tasks.progress import StepProgress
 from tasks.reporting import plot_curve
 from tasks.training import distributed as dist_utils
+from tasks.training.compile import compile_blocks
 from tasks.training.config import RLConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
@@ -125,9 +126,12 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.prompts_per_step):
         raise ValueError(problem)
     gen = make_rollout_engine(model, tok, model_dir, cfg.backend,
-                              rollout_batch_rows(device, cfg.prompts_per_step, cfg.rollouts_per_prompt), sharded,
+                              rollout_batch_rows(device, cfg.prompts_per_step, cfg.rollouts_per_prompt),
+                              sharded or cfg.compile,  # a compiled policy generates from an uncompiled copy
                               cfg.tensor_parallel, ctx.world_size,
                               dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32)
+    if cfg.compile:
+        compile_blocks(model)
     policy = dist_utils.wrap(model, ctx, cfg.strategy)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay,
                             **fused_adamw(device))

@@ -34,7 +34,8 @@ from tasks.training.distributed import full_parameters
 
 def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool,
                         tensor_parallel: int = 1, world_size: int = 1, dtype: torch.dtype = torch.float32):
-    """The rank's engine; call before the model is sharded (`sharded`: it will be, under FSDP). `dtype`: the
+    """The rank's engine; call before the model is sharded or compiled (`sharded`: it will be, under FSDP, or
+    compiled: the engine generates from a copy either way). `dtype`: the
     update's forward precision (bf16 with autocast): the transformers engine generates in it, from a copy
     when it is not the policy's own (fp32). With
     `tensor_parallel` tp > 1 (vllm), each group of tp consecutive ranks builds one engine over its GPUs

@@ -33,6 +33,7 @@ from tasks.models.checks import check_model_dir
 from tasks.progress import StepProgress
 from tasks.reporting import plot_curve
 from tasks.training import distributed as dist_utils
+from tasks.training.compile import compile_blocks
 from tasks.training.config import SFTConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
@@ -143,6 +144,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     model = model.to(ctx.device)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
+    if cfg.compile:
+        compile_blocks(model)
     model.config.use_cache = False
     bf16 = cfg.bf16 if cfg.bf16 is not None else (ctx.device.type == "cuda" and torch.cuda.is_bf16_supported())
 

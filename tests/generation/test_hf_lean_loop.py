@@ -130,6 +130,23 @@ def test_eviction_and_batch_size_rules_do_not_change_completions(trained):
     assert ids[0] == ids[1] == ids[2]
 
 
+@pytest.mark.parametrize("seeds", [None, [11, 22, 33]])
+def test_looking_for_ended_rows_every_few_steps_does_not_change_completions(trained, seeds):
+    """A GPU looks at which rows ended every few decode steps (each look waits for the device): the same
+    completions and finish reasons as looking at every step, for one batch seed or one per prompt; the
+    log-probs within float rounding (rows are evicted at other steps, and a batch's size moves a logit by
+    ~1e-6, as eviction itself does)."""
+    model, tok = trained
+    ps = prompts(tok)
+    sp = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=20, seed=3)
+    runs = [HFGenerator(model, tok, eos_check_every=k).generate(ps, sp, seeds=seeds) for k in (1, 3, 8, 64)]
+    flat = [[(c.token_ids, c.finish_reason) for cs in out for c in cs] for out in runs]
+    assert flat[0] == flat[1] == flat[2] == flat[3]
+    assert {f for _, f in flat[0]} == {"stop", "length"}  # some rows end early, some run out
+    lps = [torch.tensor([x for cs in out for c in cs for x in c.logprobs]) for out in runs]
+    assert all((lp - lps[0]).abs().max() < 1e-4 for lp in lps[1:])
+
+
 def test_eos_handling(trained):
     """Stop at the first eos id (kept in token_ids, not in the text); rows without one run to max_tokens."""
     model, tok = trained
