@@ -17,6 +17,12 @@ never exists. Both thresholds are relative with an absolute floor: a benchmark p
 handful of rows (3 of 30 is 10%, under train_fraction = 20%, and under train_min_docs = 5) stays
 content and those rows stay contaminated.
 
+Whole problems: a row whose word tokens are exactly a benchmark problem's (the same normalisation: a
+verbatim copy up to case, punctuation and spacing) is contaminated whatever the mask and however short —
+in a templated benchmark, whose problems differ only in their numbers, every shared phrase is boilerplate
+and nothing but the numbers is left to match, yet a copy is still a copy. Its template-mates with other
+numbers are not copies and stay clean.
+
 Short text: a run of fewer than n unmasked tokens has no n-gram. So a benchmark problem of fewer than n
 words (after removing boilerplate) cannot be matched, and a row sharing only a short phrase (< n words)
 with a benchmark problem is kept: matching whole short problems would flag every row that happens to
@@ -162,6 +168,24 @@ def _benchmark_side(benchmarks: Mapping[str, Sequence[str]], config: DecontamCon
     return prepared, HashSet(cat(all_k)), cat(boiler)
 
 
+def _whole_problems(prepared) -> tuple[HashSet, np.ndarray]:
+    """Whole-sequence keys of every non-empty benchmark problem (ngrams.sequence_hashes of its word tokens)
+    and, per key, the index of the first benchmark holding it."""
+    keys, owner = [], []
+    for b, (_, d) in enumerate(prepared):
+        nonempty = np.diff(d.tok.offsets) > 0
+        k = ng.sequence_hashes(d.tok)[nonempty]
+        keys.append(k)
+        owner.append(np.full(len(k), b, np.int64))
+    if not keys:
+        return HashSet(np.zeros(0, np.uint64)), np.zeros(0, np.int64)
+    k, o = np.concatenate(keys), np.concatenate(owner)
+    order = np.lexsort((o, k))
+    k, o = k[order], o[order]
+    first = np.concatenate([[True], k[1:] != k[:-1]]) if len(k) else np.zeros(0, bool)
+    return HashSet(k[first]), o[first]
+
+
 def _bench_ngrams(prepared, boiler: HashSet, config: DecontamConfig) -> tuple[HashSet, np.ndarray]:
     """Masked benchmark n-grams and, per key, the index of the first benchmark holding it."""
     grams, owner = [], []
@@ -192,10 +216,12 @@ class Decontaminator:
         self.is_boiler[self.bench_k.find(self.bench_boiler)[1]] = True
         self.names = [name for name, _ in self.prepared]
         self.boiler: HashSet | None = None
+        self.whole, self.whole_owner = _whole_problems(self.prepared)
 
     def scan(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """(per benchmark k-gram, how many rows of `texts` hold it; indices of the candidate rows: those
-        sharing a non-boilerplate k-gram with a benchmark, as any shared n-gram contains one)."""
+        sharing a non-boilerplate k-gram with a benchmark, as any shared n-gram contains one, and the
+        copies of a whole benchmark problem)."""
         config = self.config
 
         def one(chunk, start):
@@ -203,7 +229,8 @@ class Decontaminator:
             hit, kidx = self.bench_k.find(d.kgrams)
             doc = ng.doc_of_position(d.tok.offsets, d.kpos[hit])
             df_keys = ng.unique((doc.astype(np.int64) << 32) | kidx) & 0xFFFFFFFF  # one count per row
-            return df_keys, ng.unique(doc[~self.is_boiler[kidx]]) + start
+            copies, _ = self.whole.find(ng.sequence_hashes(d.tok))
+            return df_keys, ng.unique(np.concatenate([doc[~self.is_boiler[kidx]], copies])) + start
 
         parts = ng.map_chunks(one, ng.to_arrow(texts), config.chunk_rows, config.workers)
         df = np.bincount(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]).astype(np.int64),
@@ -226,13 +253,19 @@ class Decontaminator:
         out: list[tuple[str, str] | None] = [None] * len(arr)
         for s in range(0, len(arr), config.chunk_rows):
             d = _prepare(arr.slice(s, config.chunk_rows), config, spans=True)
+            rows, owner = self.whole.find(ng.sequence_hashes(d.tok))
+            for r, o in zip(rows.tolist(), owner.tolist()):
+                first, last = int(d.tok.offsets[r]), int(d.tok.offsets[r + 1])
+                words = d.tok.text(first, min(last, first + config.n))
+                out[s + r] = (self.names[self.whole_owner[o]], words + (" …" if last - first > config.n else ""))
             g, pos = _masked_ngrams(d, self.boiler, config)
             found, idx = self.bench_n.find(g)
             doc = ng.doc_of_position(d.tok.offsets, pos[found])
             first = np.flatnonzero(np.concatenate([[True], doc[1:] != doc[:-1]])) if len(doc) else []
             for f in first:
                 p = int(pos[found[f]])
-                out[s + int(doc[f])] = (self.names[self.owner[idx[f]]], d.tok.text(p, p + config.n))
+                if out[s + int(doc[f])] is None:  # a whole copy keeps its own reason
+                    out[s + int(doc[f])] = (self.names[self.owner[idx[f]]], d.tok.text(p, p + config.n))
         return out
 
 

@@ -60,3 +60,27 @@ def test_empty_inputs():
     assert find_contamination([], {"b": BENCH}) == []
     assert find_contamination(["", "x"], {"b": BENCH}) == [None, None]
     assert find_contamination(["anything at all"], {}) == [None]
+
+
+TEMPLATED = {"arith": [f"Let the first quantity be equal to {a} and let the second quantity be equal to {b}, then "
+                       f"compute the sum of both quantities." for a, b in [(12, 7), (30, 5), (8, 41), (16, 9),
+                                                                           (23, 14), (5, 5), (61, 2), (19, 33)]]}
+
+
+def test_a_verbatim_copy_of_a_templated_benchmark_problem_is_contaminated():
+    """Problems that differ only in their numbers: every shared phrase is boilerplate, so no 9-gram is left,
+    yet a copy (up to case, punctuation and spacing) is still a copy."""
+    copy = TEMPLATED["arith"][2].upper().replace("?", " ?")
+    hits = find_contamination([copy], TEMPLATED)
+    assert hits[0] is not None and hits[0][0] == "arith" and hits[0][1].startswith("let the first quantity")
+
+
+def test_a_template_mate_with_other_numbers_is_kept():
+    mate = "Let the first quantity be equal to 77 and let the second quantity be equal to 3, then compute the sum of both quantities."
+    assert find_contamination([mate, TEMPLATED["arith"][0]], TEMPLATED)[0] is None
+
+
+def test_a_short_benchmark_problem_copied_whole_is_contaminated_but_not_inside_a_longer_row():
+    bench = {"short": ["What is 2 + 2?"]}
+    assert find_contamination(["what is 2+2"], bench)[0] == ("short", "what is 2 2")
+    assert find_contamination(["Tell me what is 2 + 2? Then what is 3 + 3?"], bench) == [None]

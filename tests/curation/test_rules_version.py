@@ -18,6 +18,12 @@ from tasks.curation.versioning import CURATION_RULES
 from tests.curation.fixtures import write_corpus
 
 GOLDEN = {  # rules version → {corpus: (version id, sha256 of kept + dropped rows)}
+    # 2026-12-05: a whole benchmark problem copied verbatim is contaminated whatever the boilerplate mask
+    # (neither corpus holds one: the same rows as 2026-12-03)
+    "2026-12-05": {
+        "demo": ("ds-68fbb32d714c9119", "c7107de01d3512c02dcce29522fb8cbe0ef50cdd425f4ffb9843ef485e9c591b"),
+        "fixture": ("ds-611f1f476e2da7cb", "2c38e18e16a18e391975a37bfdb364f60b42f17cc18b01ea41b6822cffbdd5f4"),
+    },
     "2026-12-03": {
         "demo": ("ds-2a5dd234ec006b77", "c7107de01d3512c02dcce29522fb8cbe0ef50cdd425f4ffb9843ef485e9c591b"),
         "fixture": ("ds-aa8a04dae820e1e4", "2c38e18e16a18e391975a37bfdb364f60b42f17cc18b01ea41b6822cffbdd5f4"),
