@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import inspect
 import logging
@@ -116,7 +117,7 @@ def _type_adapters(fn: Callable) -> Callable[[], dict]:
             from pydantic import TypeAdapter
 
             hints = typing.get_type_hints(fn, include_extras=True)
-            cache.update({n: TypeAdapter(t) for n, t in hints.items() if n != "return"})
+            cache.update({n: (TypeAdapter(t), t) for n, t in hints.items() if n != "return"})
         return cache
 
     return adapters
@@ -129,24 +130,50 @@ def _typed(name: str, value: Any, adapters: dict) -> Any:
 
     if name not in adapters:
         return value
+    adapter, hint = adapters[name]
     try:
-        return adapters[name].validate_python(value)
+        return adapter.validate_python(value)
     except ValidationError as e:
-        raise ValueError(f"parameter {name}: {validation_detail(e)}") from None
+        raise ValueError(f"parameter {name}: {validation_detail(e, hint)}") from None
 
 
-def validation_detail(error) -> str:
-    """The first error of a pydantic ValidationError: a config's own ConfigError (raised as the config was
-    made, naming its field and flag) under the path of the config it sits in, else pydantic's message."""
+UNKNOWN_KEY = ("unexpected_keyword_argument", "extra_forbidden")  # pydantic's error types for a key that is no field
+
+
+def validation_detail(error, root: Any = None) -> str:
+    """The first error of a pydantic ValidationError: a key that is no setting (config_checks.STRICT_KEYS),
+    named with its path and, when `root` (the validated type) has one close to it, the setting meant; a
+    config's own ConfigError (raised as the config was made, naming its field and flag) under the path of the
+    config it sits in; else pydantic's message."""
     from tasks.config_checks import ConfigError
 
-    first = error.errors()[0]
+    errors = error.errors()
+    first = next((e for e in errors if e["type"] in UNKNOWN_KEY), errors[0])
     path = ".".join(str(p) for p in first.get("loc", ()) if not isinstance(p, int))
+    if first["type"] in UNKNOWN_KEY:
+        keys = [str(p) for p in first.get("loc", ()) if not isinstance(p, int)]
+        near = difflib.get_close_matches(keys[-1], _settings_at(root, keys[:-1]), n=1) if keys else []
+        return f"{path}: unknown setting" + (f" (did you mean {near[0]}?)" if near else "")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigError):
         return (cause.within(path) if path else cause).message
     got = f" (got {first['input']!r})" if not isinstance(first.get("input"), (dict, type(None))) else ""
     return f"{path + ': ' if path else ''}{first['msg']}{got}"
+
+
+def _settings_at(root: Any, keys: list[str]) -> list[str]:
+    """The field names of the config reached from type `root` through fields `keys` ([] when none is)."""
+    tp = root
+    for key in [None, *keys]:
+        found = _dataclasses_in(typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp)
+        if not found:
+            return []
+        if key is None:
+            tp = found[0]
+            continue
+        tp = typing.get_type_hints(found[0]).get(key)
+    found = _dataclasses_in(tp)
+    return [f.name for f in dataclasses.fields(found[0])] if found else []
 
 
 def _failed(exc: BaseException):

@@ -12,6 +12,13 @@ import math
 from typing import Any
 
 
+# The pydantic config of every settings dataclass (`__pydantic_config__ = STRICT_KEYS`, a plain dict: no
+# pydantic import here): a deployment's parameters, validated as the config's type, refuse a key that is no
+# field instead of dropping it (a misspelt `max_step` would otherwise train the default epochs in silence);
+# the JSON schema the deployment form and the server check gets `additionalProperties: false` from it.
+STRICT_KEYS = {"extra": "forbid"}
+
+
 class ConfigError(ValueError):
     """A config value out of range or unknown: `field` names it, `detail` says what is wrong."""
 

@@ -66,9 +66,22 @@ def test_rl_domains_from_json_become_a_tuple():
 @pytest.mark.parametrize("cls", [EvalConfig, DifficultyConfig, RLConfig])
 def test_every_sampling_stage_shares_one_sampling_type(cls):
     assert issubclass(cls, Sampling)
-    cfg = cls(temperature=0.5, top_p=0.9, max_tokens=17, seed=3)
+    top_p = 1.0 if cls.__name__ == "RLConfig" else 0.9  # RL refuses a nucleus (RLConfig.check_scored_sampling)
+    cfg = cls(temperature=0.5, top_p=top_p, max_tokens=17, seed=3)
     p = cfg.sampling_params(4)
-    assert (p.n, p.temperature, p.top_p, p.max_tokens, p.seed) == (4, 0.5, 0.9, 17, 3)
+    assert (p.n, p.temperature, p.top_p, p.max_tokens, p.seed) == (4, 0.5, top_p, 17, 3)
+
+
+def test_rl_refuses_sampling_the_update_would_not_score():
+    from tasks.config_checks import ConfigError
+    from tasks.training.config import RLConfig
+
+    for kw, field in [({"top_p": 0.9}, "top_p"), ({"temperature": 0.0}, "temperature"),
+                      ({"temperature": 0.7, "old_logprobs": "rollout"}, "old_logprobs")]:
+        with pytest.raises(ConfigError) as e:
+            RLConfig(**kw)
+        assert e.value.field == field and "\n" not in e.value.message
+    assert RLConfig(temperature=0.7).temperature == 0.7  # the update scores softmax(z / 0.7)
 
 
 def _cli_params(command: str) -> dict:

@@ -10,7 +10,7 @@ import datetime
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from tasks.config_checks import ConfigError, check_choice, check_float, check_int
+from tasks.config_checks import STRICT_KEYS, ConfigError, check_choice, check_float, check_int
 from tasks.curation.layouts import LAYOUTS
 
 DOMAINS = ("math", "code")
@@ -59,6 +59,7 @@ class _Checked:
 
 @dataclass
 class SourceSpec(_Checked):
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     name: str                             # short name, recorded in every row's `source` column
     path: str = field(metadata={"flag": "--source"})  # a .jsonl or .parquet file (local or fsspec URL),
     #   or hf:DATASET[:SPLIT]
@@ -90,6 +91,7 @@ class SourceSpec(_Checked):
 class CurateConfig(_Checked):
     """`memory_limit`, `dask`, `dask_workers` and `work_dir` say how to run, not what to compute: a version
     is the same either way, so they are not in its content key (versioning.py EXECUTION_FIELDS)."""
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     sources: list[SourceSpec] = field(metadata={"flag": "--source"})  # input sources in priority order
     #   (earlier wins ties); dicts are read as SourceSpec. klear curate builds them from --source, --layout,
     #   --map and --domain

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.config_checks import STRICT_KEYS
 from tasks.generation.sampling import Sampling
 
 BACKENDS = ("auto", "hf", "vllm")  # auto: vLLM when installed and a GPU is present, else transformers
@@ -12,6 +13,7 @@ MAX_K = 4096                       # samples per problem; past this a run is a t
 
 @dataclass
 class EvalConfig(Sampling):
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     k: int = 8                     # samples per problem (avg@k, pass@k)
     backend: str = "auto"          # engine: auto (vllm when installed and on a GPU, else hf), hf (transformers)
     #                                or vllm
@@ -27,6 +29,7 @@ class EvalConfig(Sampling):
 
 @dataclass
 class DifficultyConfig(Sampling):
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     k: int = 8                     # samples per problem (paper: 16)
     hard_below: float = 0.25       # pass rate in (0, hard_below) is "hard"
     easy_from: float = 0.75        # pass rate ≥ easy_from is "easy"; in between "medium"

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.config_checks import STRICT_KEYS
 from tasks.grading.grade import Grade, Outcome
 from tasks.grading.math_grader import THINK_CLOSE, THINK_OPEN
 
 
 @dataclass
 class RewardConfig:
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     correct: float = 1.0                        # a correct answer (math; code gets 1.0, or +1 scaled)
     wrong: float = -1.0                         # a wrong math answer
     missing_think_close: float | None = -1.0    # format penalty: no </think> (e.g. cut off at the length

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.config_checks import ConfigError
+from tasks.config_checks import STRICT_KEYS, ConfigError
 from tasks.training.config import RLConfig, SFTConfig
 from tasks.verification.strength import StrengthConfig
 
@@ -43,6 +43,7 @@ GPU_DEPLOYMENTS = {"sft": "sft/default", "tag-difficulty": "tag-difficulty/defau
 
 @dataclass
 class PipelineConfig:
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     store: str | None = None                      # default $KLEAR_STORE or ./klear-store
     demo: bool = True                             # generate the bundled demo sources + benchmarks
     demo_scale: float = 1.0                       # size of the bundled data, so of curation, SFT and tags

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from tasks.config_checks import ConfigError, check_choice, check_existing_file, check_float, check_int, check_subset
+from tasks.config_checks import (STRICT_KEYS, ConfigError, check_choice, check_existing_file, check_float, check_int,
+                                 check_subset)
 from tasks.evaluation.config import MAX_K
 from tasks.generation.sampling import Sampling
 from tasks.grading.registry import GRADERS
@@ -22,6 +23,7 @@ OLD_LOGPROBS = ("auto", "rollout", "recompute")
 
 @dataclass
 class SFTConfig:
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     epochs: int = 3                       # passes over the data (paper: 4)
     max_steps: int | None = None          # stop early after this many optimizer steps
     lr: float | None = None               # peak; None: 8e-5·4096/hidden_size capped at 3e-3 (paper's 8e-5 at 8B width)
@@ -86,6 +88,7 @@ class SelectionConfig:
     no bound). The paper keeps code problems whose pass rate over 16 samples is ≥ 0.5, and math problems a
     majority of whose 16 samples pass: both windows start at 0.5. Every problem is counted as kept or
     excluded with its reason (rl_data.Selection)."""
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     math_min: float | None = 0.5          # paper: a majority of the samples pass
     math_max: float | None = None         # None: no upper bound (all-correct groups are dropped anyway)
     code_min: float | None = 0.5          # paper: pass rate ≥ 0.5 over 16 samples
@@ -105,6 +108,7 @@ class SelectionConfig:
 
 @dataclass
 class RLConfig(Sampling):
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
     # fields that change how a run is watched, never what it computes: content-addressed run keys leave them
     # out, so a run stopped by its step limit resumes in the same directory under a longer one
     UNKEYED: ClassVar[tuple[str, ...]] = ("step_timeout_s",)

@@ -77,7 +77,7 @@ from typing import Any
 from sandbox.compare import compare_stdout, decode_value, values_equal
 from sandbox.testcases import STDIO, count_tests, parse_test_suite
 from sandbox.verdicts import ACCEPTED, SANDBOX_ERROR, SKIPPED, TIMEOUT, WRONG_ANSWER
-from tasks.config_checks import ConfigError, check_float, check_int
+from tasks.config_checks import STRICT_KEYS, ConfigError, check_float, check_int
 from tasks.progress import Progress, Shifted
 from tasks.verification.mutants import Mutant, generate_mutants, reference_text
 from tasks.verification.probes import derive_probes
@@ -100,6 +100,7 @@ RAN = (ACCEPTED, WRONG_ANSWER)  # a probe's run produced an output (its placehol
 @dataclass(frozen=True)
 class StrengthConfig:
     """Mutant scoring in the verify stage. Every default carries its reason."""
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
 
     mutants: int = 6  # mutants per problem; 0 turns scoring off. 6 gives each of the 5 operator kinds a
     #   turn; the cost is what bounds it: on the demo (145 problems, 16-20 tests) scoring about doubles the

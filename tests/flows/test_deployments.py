@@ -129,6 +129,11 @@ def test_deploy_all_and_route_pipeline_demo_to_the_gpu_pool(tmp_path):
                                  capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
         assert refused.returncode != 0 and "'config.loss'" in refused.stdout, refused.stdout
         assert "'nope' is not one of [" in refused.stdout and "'gppo'" in refused.stdout, refused.stdout
+        # so is a key that is no setting (the schema has additionalProperties: false), never dropped in silence
+        misspelt = subprocess.run([str(BIN / "prefect"), "deployment", "run", "rl/default", "--params",
+                                   json.dumps({**bad_run, "config": {"max_step": 4}})], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        assert misspelt.returncode != 0 and "max_step" in misspelt.stdout, misspelt.stdout
 
         for field, run_id in bad.items():  # refused by RLConfig's own checks, before any training
             run = _wait_final(api, run_id, BAD_RUN_TIMEOUT_S, workers)
