@@ -87,8 +87,10 @@ def _check_output(out: str, force: bool) -> None:
 
 
 def verify(
-    input: str = typer.Argument(..., help="Submissions: .jsonl or .parquet rows {id, code, tests, [language], [time_limit]}"),
-    out: str = typer.Option(..., "--out", help="Results: .jsonl or .parquet rows {id, verdict, passed, total, reward, details}"),
+    input: str = typer.Argument(..., help="Submissions: .jsonl or .parquet rows with id, code and tests "
+                                "(optional: language, time_limit)"),
+    out: str = typer.Option(..., "--out", help="Results: .jsonl or .parquet rows with id, verdict, passed, total, "
+                            "reward and details"),
     dask: Optional[str] = typer.Option(None, "--dask", help="Address of an existing Dask scheduler (default: a LocalCluster)"),
     workers: int = typer.Option(2, "--workers", help="LocalCluster workers, one sandbox container each"),
     processes: bool = typer.Option(False, "--processes", help="LocalCluster workers as processes, not threads "
@@ -102,7 +104,7 @@ def verify(
     from storage import paths
     from tasks.progress import StepProgress
     from tasks.verification import VerifyConfig, VerifyError, VerifyIOError, read_rows, verify_rows, write_rows
-    from tasks.verification.io import output_kind, same_file
+    from tasks.verification.io import output_kind, same_file, submissions_problem
 
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
@@ -126,6 +128,8 @@ def verify(
         rows = read_rows(input)
     except VerifyIOError as exc:
         raise UserError(str(exc)) from None
+    if problem := submissions_problem(rows, input):
+        raise UserError(problem)
     if dask is None:
         docker_client()
     config = VerifyConfig(workers=workers, processes=processes, dask_address=dask,

@@ -49,6 +49,24 @@ def same_file(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
 
+SUBMISSION_FIELDS = ("id", "code", "tests")
+
+
+def submissions_problem(rows: list[dict], path: str) -> str | None:
+    """Why `rows` (read_rows) are not submissions to judge, or None: when no readable row carries code, the
+    file is something else — most often a problem file (TACO, APPS, LiveCodeBench…) whose references need
+    curating into (id, code, tests) first. Judging it would give one invalid_tests verdict per row with no
+    id; the line names the fields the first row has and the command that reads such a file."""
+    readable = [r for r in rows if r.get("_error") is None]
+    if not readable or any("code" in r for r in readable):
+        return None
+    missing = [f for f in SUBMISSION_FIELDS if f not in readable[0]]
+    has = ", ".join(sorted(readable[0])[:8]) or "no fields"
+    return (f"{path}: no row has a submission's fields ({', '.join(SUBMISSION_FIELDS)}; row 1 lacks "
+            f"{', '.join(missing)} and has {has}); a problem file is curated first, its references kept as "
+            f"code: klear curate --source NAME={path} --layout taco|apps|code-contests|…")
+
+
 def _submission(value: Any) -> dict:
     """An input row as judged: an object whose `tests`, when it is JSON text, holds nothing the readers
     refuse (a lone surrogate escape, nesting too deep: sources.py); ValueError saying why not."""

@@ -146,6 +146,19 @@ def test_verify_input_that_is_a_directory(fx):
     assert_one_line(klear("verify", fx["dir.jsonl"], "--out", fx["w"] / "v.jsonl"), f"{fx['dir.jsonl']}: is a directory")
 
 
+def test_verify_refuses_a_problem_file_that_holds_no_submission(fx, tmp_path):
+    """A raw TACO file (question, solutions, input_output: no id, code or tests) is not judged into one
+    invalid_tests row with no id per problem: one line names what the rows have and the curate command."""
+    taco = tmp_path / "taco.jsonl"
+    taco.write_text("".join(json.dumps({"question": f"Print {i}.", "solutions": json.dumps([f"print({i})"]),
+                                        "input_output": json.dumps({"inputs": [""], "outputs": [f"{i}\n"]})}) + "\n"
+                            for i in range(3)))
+    out = tmp_path / "v.jsonl"
+    assert_one_line(klear("verify", taco, "--out", out), f"{taco}: no row has a submission's fields",
+                    "lacks id, code, tests", "input_output, question, solutions", "klear curate --source")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command", ["curate", "tag-difficulty", "eval", "pipeline", "demo"])
 @pytest.mark.parametrize("where", ["a file", "under a file"])
 def test_a_store_that_is_a_file(fx, command, where):
