@@ -156,24 +156,27 @@ def validation_detail(error, root: Any = None) -> str:
         return f"{path}: unknown setting" + (f" (did you mean {near[0]}?)" if near else "")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigError):
-        return (cause.within(path) if path else cause).message
+        if not path:
+            return cause.message
+        flags = getattr(_root_config(root), "FLAGS", None)  # a config whose command has few flags names its own
+        flag = None if flags is None else flags.get(f"{path}.{cause.field}", "")
+        return cause.within(path, flag).message
     got = f" (got {first['input']!r})" if not isinstance(first.get("input"), (dict, type(None))) else ""
     return f"{path + ': ' if path else ''}{first['msg']}{got}"
 
 
+def _root_config(root: Any) -> type | None:
+    """The config dataclass a parameter's type names (through Annotated and `X | None`), or None."""
+    found = _dataclasses_in(typing.get_args(root)[0] if typing.get_origin(root) is typing.Annotated else root)
+    return found[0] if found else None
+
+
 def _settings_at(root: Any, keys: list[str]) -> list[str]:
     """The field names of the config reached from type `root` through fields `keys` ([] when none is)."""
-    tp = root
-    for key in [None, *keys]:
-        found = _dataclasses_in(typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp)
-        if not found:
-            return []
-        if key is None:
-            tp = found[0]
-            continue
-        tp = typing.get_type_hints(found[0]).get(key)
-    found = _dataclasses_in(tp)
-    return [f.name for f in dataclasses.fields(found[0])] if found else []
+    cls = _root_config(root)
+    for key in keys:
+        cls = _root_config(typing.get_type_hints(cls).get(key)) if cls is not None else None
+    return [f.name for f in dataclasses.fields(cls)] if cls is not None else []
 
 
 def _failed(exc: BaseException):

@@ -20,24 +20,28 @@ STRICT_KEYS = {"extra": "forbid"}
 
 
 class ConfigError(ValueError):
-    """A config value out of range or unknown: `field` names it, `detail` says what is wrong."""
+    """A config value out of range or unknown: `field` names it, `detail` says what is wrong, `flag` the
+    command-line flag that sets it (None: derived from the field; "": none — a setting only a config file or
+    a deployment's parameters reach)."""
 
-    def __init__(self, field: str, detail: str):
-        self.field, self.detail = field, detail
+    def __init__(self, field: str, detail: str, flag: str | None = None):
+        self.field, self.detail, self._flag = field, detail, flag
         super().__init__(self.message)
 
     @property
     def flag(self) -> str:
         """`eps_high` → `--eps-high`; a nested config's field `reward.code_mode` → `--reward-code-mode`."""
+        if self._flag is not None:
+            return self._flag
         return "--" + self.field.replace(".", "-").replace("_", "-")
 
     @property
     def message(self) -> str:
-        return f"{self.field} ({self.flag}) {self.detail}"
+        return f"{self.field} ({self.flag}) {self.detail}" if self.flag else f"{self.field} {self.detail}"
 
-    def within(self, parent: str) -> "ConfigError":
-        """The same error for a config nested in field `parent` of another config."""
-        return ConfigError(f"{parent}.{self.field}", self.detail)
+    def within(self, parent: str, flag: str | None = None) -> "ConfigError":
+        """The same error for a config nested in field `parent` of another config (`flag` as above)."""
+        return ConfigError(f"{parent}.{self.field}", self.detail, flag)
 
     def __str__(self) -> str:
         return self.message

@@ -119,12 +119,12 @@ def test_cli_defaults_are_the_config_defaults(command, cls, renamed):
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"demo_scale": 0.01}, "demo_scale (--demo-scale) must be at least 0.02 (got 0.01)"),
-    ({"eval_k": 0}, "eval_k (--eval-k) must be at least 1"),
-    ({"difficulty_k": -1}, "difficulty_k (--difficulty-k) must be at least 0"),
-    ({"model_preset": "huge"}, "model_preset (--model-preset) must be one of tiny, small"),
-    ({"demo": False}, "sources (--sources) must name at least one"),
-    ({"demo": False, "sources": {"a": "/no/such.jsonl"}}, "sources (--sources) a=/no/such.jsonl: no such file"),
+    ({"demo_scale": 0.01}, "demo_scale (--scale) must be at least 0.02 (got 0.01)"),
+    ({"eval_k": 0}, "eval_k must be at least 1"),
+    ({"difficulty_k": -1}, "difficulty_k must be at least 0"),
+    ({"model_preset": "huge"}, "model_preset must be one of tiny, small"),
+    ({"demo": False}, "sources must name at least one"),
+    ({"demo": False, "sources": {"a": "/no/such.jsonl"}}, "sources a=/no/such.jsonl: no such file"),
 ])
 def test_pipeline_config_checks_itself(kw, message):
     from tasks.pipeline.config import PipelineConfig
@@ -155,8 +155,8 @@ def test_pipeline_config_checks_its_benchmark_and_base_model(tmp_path):
 
     src = tmp_path / "s.jsonl"
     src.write_text('{"problem": "1+1?", "answer": "2"}\n')
-    with pytest.raises(ConfigError, match=r"^eval_benchmark \(--eval-benchmark\) must be one of the benchmarks"):
+    with pytest.raises(ConfigError, match=r"^eval_benchmark must be one of the benchmarks"):
         PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(src)}, eval_benchmark="x")
-    with pytest.raises(ConfigError, match=r"^base_model \(--base-model\) .*no config.json"):
+    with pytest.raises(ConfigError, match=r"^base_model .*no config.json"):
         PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(src)}, eval_benchmark="b",
                        base_model=str(tmp_path))

@@ -11,6 +11,7 @@ must be a path (or URL) that both pools reach under the same name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tasks.config_checks import STRICT_KEYS, ConfigError
 from tasks.training.config import RLConfig, SFTConfig
@@ -77,7 +78,17 @@ class PipelineConfig:
     gpu_deployments: dict[str, str] = field(default_factory=lambda: dict(GPU_DEPLOYMENTS))  # with gpu_pool:
     #   stage → FLOW/DEPLOYMENT it runs as (sft, tag-difficulty, rl, evaluate)
 
+    # the settings `klear pipeline` has a flag for; every other one is reached by a deployment's parameters
+    # (or the config a run is given), so its errors name no flag
+    FLAGS: ClassVar[dict[str, str]] = {"store": "--store", "seed": "--seed", "demo_scale": "--scale"}
+
     def __post_init__(self) -> None:
+        try:
+            self._check()
+        except ConfigError as e:
+            raise ConfigError(e.field, e.detail, self.FLAGS.get(e.field, "")) from None
+
+    def _check(self) -> None:
         """Ranges, names and files, checked when the config is made (the CLI and a deployment run alike):
         the demo's size, known model preset, source and benchmark files that exist (local or fsspec;
         `hf:` sources are checked when read), the reported benchmark among the benchmarks, a base model

@@ -47,6 +47,24 @@ class Selection:
         return "; ".join(parts)
 
 
+    def knobs(self) -> str:
+        """The settings that would keep what was left out, for the reasons that left problems out (the
+        CLI's flags; a deployment sets the same names under `selection`)."""
+        ways = []
+        for d, c in self.as_dict().items():
+            if c.get("below_window"):
+                ways.append(f"a lower --selection-{d}-min")
+            if c.get("above_window"):
+                ways.append(f"a higher --selection-{d}-max")
+        if any(c.get("untagged_excluded") for c in self.counts.values()):
+            ways.append("--selection-untagged keep")
+        if any(c.get("other_domain") for c in self.counts.values()):
+            ways.append("--domains naming the data's domains")
+        if any(c.get("not_rewardable") for c in self.counts.values()):
+            ways.append("data with answers (math) or tests (code)")
+        return ", ".join(ways)
+
+
 def select_problem(row: dict, domains: tuple[str, ...], selection: SelectionConfig) -> str:
     """"kept", "kept_untagged" or the REASONS entry that leaves `row` out (the module rule)."""
     domain = row["domain"]
@@ -83,8 +101,10 @@ def select_rows(rows: list[dict], domains: tuple[str, ...], selection: Selection
         if outcome.startswith("kept"):
             keep.append(r)
     if not keep:
+        ways = counts.knobs()
         raise ValueError(f"{data}: no rewardable problems (math with an answer, code with tests) in "
-                         f"{', '.join(domains)} within the pass-rate windows ({counts.line()})")
+                         f"{', '.join(domains)} within the pass-rate windows ({counts.line()})"
+                         + (f"; try {ways}" if ways else ""))
     return keep, counts
 
 

@@ -189,7 +189,7 @@ def _assert_failures_are_one_line(store, model):
         assert not any("Traceback" in m for _, m in logs), (what, logs)
     assert states["rows"].message.startswith(f"rl: {bad}: no rewardable problems")
     assert states["lr"].message == "rl: parameter config: lr (--lr) must be above 0.0 (got -1.0)"
-    assert states["pipeline"].message.startswith("pipeline: parameter config: sources (--sources) s=")
+    assert states["pipeline"].message.startswith("pipeline: parameter config: sources s=")
 
 
 def _logs_once_shipped(run_id, line: str, seconds: float = 30) -> list[tuple[int, str]]:

@@ -59,3 +59,18 @@ def test_a_misspelt_key_is_one_line_naming_it_and_the_closest_setting(value, lin
     with pytest.raises(ValidationError) as e:
         TypeAdapter(PipelineConfig).validate_python(value)
     assert validation_detail(e.value, PipelineConfig) == line
+
+
+@pytest.mark.parametrize("value, line", [
+    ({"demo": False}, "sources must name at least one NAME: PATH when demo is off"),  # no `--sources` flag exists
+    ({"sft": {"epochs": 0}}, "sft.epochs must be at least 1 (got 0)"),               # nor `--sft-epochs`
+    ({"demo_scale": 0.01}, "demo_scale (--scale) must be at least"),                 # `klear pipeline --scale`
+])
+def test_a_pipeline_setting_names_a_flag_only_where_klear_pipeline_has_one(value, line):
+    from pydantic import TypeAdapter, ValidationError
+
+    from tasks.pipeline.config import PipelineConfig
+
+    with pytest.raises(ValidationError) as e:
+        TypeAdapter(PipelineConfig).validate_python(value)
+    assert validation_detail(e.value, PipelineConfig).startswith(line)

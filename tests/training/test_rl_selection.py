@@ -45,6 +45,19 @@ def test_nothing_left_names_the_data_and_the_counts():
         select_rows([{**MATH, "pass_rate": 0.0}], BOTH, SelectionConfig(), "d.jsonl")
 
 
+@pytest.mark.parametrize("rows, domains, selection, knobs", [
+    ([{**MATH, "pass_rate": 0.1}], BOTH, SelectionConfig(), "try a lower --selection-math-min"),
+    ([{**CODE, "pass_rate": 0.9}], BOTH, SelectionConfig(code_max=0.5), "try a higher --selection-code-max"),
+    ([MATH], BOTH, SelectionConfig(untagged="exclude"), "try --selection-untagged keep"),
+    ([CODE], ("math",), SelectionConfig(), "try --domains naming the data's domains"),
+    ([{**MATH, "answer": None}], BOTH, SelectionConfig(), "try data with answers (math) or tests (code)"),
+])
+def test_nothing_left_names_the_setting_that_would_keep_problems(rows, domains, selection, knobs):
+    with pytest.raises(ValueError) as e:
+        select_rows(rows, domains, selection, "d.jsonl")
+    assert str(e.value).endswith(knobs) and "\n" not in str(e.value)
+
+
 def test_a_canonical_file_keeps_its_tags_and_a_bad_tag_names_the_row(tmp_path):
     import json
 
