@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flows.cli_common import UserError
+from flows.cli_common import UserError, console
 
 
 def check_store(root: str, flag: str = "--store") -> None:
@@ -198,21 +198,46 @@ def check_benchmark(label: str, path: str, model: str | None = None, max_tokens:
         raise UserError(f"{label}: {_without_path(str(e), path)}") from None
 
 
-def check_training_rows(data: str, stage: str, cfg=None) -> None:
+def check_training_rows(data: str, stage: str, cfg=None) -> str:
     """The rows a trainer will use exist, before Prefect starts (the trainer would say the same after it):
-    sft needs a row with a response; rl a rewardable problem of cfg's domains and pass-rate window."""
+    sft needs a row with a response; rl a rewardable problem of cfg's domains and pass-rate window. Returns
+    the dataset version `data` resolves to now."""
     try:
         if stage == "sft":
             from tasks.training.sft_data import load_sft_rows
 
-            if not load_sft_rows(data).rows:
+            rows = load_sft_rows(data)
+            if not rows.rows:
                 raise ValueError(f"{data}: no rows with a response to train on")
-        else:
-            from tasks.training.rl_data import load_rl_rows
+            return rows.dataset
+        from tasks.training.rl_data import load_rl_rows
 
-            load_rl_rows(data, tuple(cfg.domains), cfg.selection)
+        return load_rl_rows(data, tuple(cfg.domains), cfg.selection)[1]
     except ValueError as e:
         raise UserError(f"--data {e}") from None
+
+
+def already_trained(out: str, stage: str, model: str, data: str, dataset: str, cfg, resume: bool,
+                    force: bool) -> bool:
+    """Whether `out` already holds this very run, finished (tasks/training/finished.py): then the command
+    says so and does nothing. A finished run of other settings is one line saying what differs (--force
+    trains anew in `out`); without --resume or --force only."""
+    from dataclasses import asdict
+
+    from tasks.training.finished import finished_run
+
+    if resume or force:
+        return False
+    done = finished_run(out, stage, model, data, dataset, asdict(cfg))
+    if done is None:
+        return False
+    if done.differences:
+        raise UserError(f"--out {out}: holds a finished {stage} run of other settings ("
+                        f"{'; '.join(done.differences[:4])}{'; …' if len(done.differences) > 4 else ''}); "
+                        "pass --force to train anew there, or another --out")
+    console.print(f"{out}: already holds this {stage} run, finished at step {done.steps} (same model, data "
+                  f"{done.dataset} and settings); nothing to do (--force trains it again)")
+    return True
 
 
 def check_source_path(flag: str, name: str, path: str) -> None:

@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_checks import (check_backend, check_benchmark, check_data, check_model, check_model_dir, check_nproc,
-                              check_record_store, check_training_rows, claim_out, prepare_out, store_root)
+from flows.cli_checks import (already_trained, check_backend, check_benchmark, check_data, check_model, check_model_dir,
+                              check_nproc, check_record_store, check_training_rows, claim_out, prepare_out, store_root)
 from flows.cli_common import (StoreOpt, UserError, check_prefect_api, checked, console,
                               quiet_children_after_interrupt, quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
@@ -66,7 +66,7 @@ def rl(
     check_backend(cfg.backend)
     check_model_dir("--model", model)
     check_data(data)
-    check_training_rows(data, "rl", cfg)
+    dataset = check_training_rows(data, "rl", cfg)
     check_model(model, max_tokens=cfg.max_tokens)
     if cfg.eval_benchmark:
         check_benchmark(f"--eval-benchmark {cfg.eval_benchmark}", cfg.eval_benchmark, model, cfg.max_tokens)
@@ -74,6 +74,8 @@ def rl(
         store = store_root(store)
     else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
         check_record_store(data)
+    if already_trained(out, "rl", model, data, dataset, cfg, resume, force):
+        return
     check_prefect_api()
     prepare_out(out, resume, force)
     quiet_prefect_defaults()

@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from flows.cli_checks import (check_data, check_model, check_model_dir, check_nproc, check_record_store,
-                              check_training_rows, prepare_out, store_root)
+from flows.cli_checks import (already_trained, check_data, check_model, check_model_dir, check_nproc,
+                              check_record_store, check_training_rows, prepare_out, store_root)
 from flows.cli_common import (check_prefect_api, checked, console, quiet_children_after_interrupt,
                               quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, with_config_options
@@ -31,12 +31,14 @@ def sft(
     check_data(data)
     check_nproc(nproc)
     cfg = checked(lambda: build_config(SFTConfig, settings))
-    check_training_rows(data, "sft")
+    dataset = check_training_rows(data, "sft")
     check_model(model)
     if store is not None:
         store = store_root(store)
     else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
         check_record_store(data)
+    if already_trained(out, "sft", model, data, dataset, cfg, resume, force):
+        return
     check_prefect_api()
     prepare_out(out, resume, force)
     quiet_prefect_defaults()

@@ -105,6 +105,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     out.mkdir(parents=True, exist_ok=True)
     ctx = dist_utils.setup()
     device = ctx.device
+    requested = asdict(cfg)  # as asked, before anything is resolved (tasks/training/finished.py compares it)
     cfg = replace(cfg, backend=resolve_backend(cfg.backend))
     ckpt = resume_checkpoint(out) if resume else None
     torch.manual_seed(cfg.seed)
@@ -142,7 +143,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
     if ctx.is_main:
         (out / "rl_config.json").write_text(json.dumps({
-            "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "lr": lr,
+            "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "requested": requested,
+            "lr": lr,
             "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
             "world_size": ctx.world_size}, indent=2))
     own_graders = graders is None

@@ -132,6 +132,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
 
     hf_logging.disable_progress_bar()
     out = Path(out)
+    requested = asdict(cfg)  # as asked, before anything is resolved (tasks/training/finished.py compares it)
     ctx = dist_utils.setup()
     torch.manual_seed(cfg.seed)
     ckpt = resume_checkpoint(out) if resume else None
@@ -179,6 +180,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
             "model": str(model_dir), "data": str(data), "dataset": rows.dataset, "config": asdict(cfg),
+            "requested": requested,
             "lr": lr, "total_steps": total, "examples": len(examples), "responses": response_counts,
             "world_size": ctx.world_size, "batch_size": cfg.batch_size, "batch_size_auto": auto_note}, indent=2))
 

@@ -241,3 +241,29 @@ def test_ablate_bad_arm_is_one_line(arms, msg, tmp_path):
              "--benchmark", str(data), *flags], tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_same_sft_twice_is_done_once_and_other_settings_say_what_changed(tmp_path, session_api):
+    """A finished run in --out with the same model, data (version) and settings: nothing to do, exit 0, the
+    weights untouched; other settings: one line saying what differs (not "another run's checkpoint")."""
+    import json
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"What is {a} plus {b}?",
+                                        "response": f"<think>{a} + {b} = {a + b}</think> \\boxed{{{a + b}}}"}) + "\n"
+                            for a in range(6) for b in range(6)))
+    assert run(["model", "init", "--out", str(tmp_path / "m"), "--corpus", str(data)], tmp_path).returncode == 0
+    args = ["sft", "--model", str(tmp_path / "m"), "--data", str(data), "--out", str(tmp_path / "o"), "--epochs", "1",
+            "--max-steps", "2", "--batch-size", "2", "--seq-len", "128"]
+    first = run(args, tmp_path, **session_api)
+    assert first.returncode == 0, first.stderr[-2000:]
+    weights = tmp_path / "o" / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    again = run(args, tmp_path, **session_api)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "already holds this sft run, finished at step 2" in again.stdout and "nothing to do" in again.stdout
+    assert weights.stat().st_mtime_ns == stamp
+    other = run(args[:-2] + ["--seq-len", "96"], tmp_path, **session_api)
+    lines = [l for l in other.stderr.splitlines() if l.strip()]
+    assert other.returncode == 2 and len(lines) == 1, other.stderr[-2000:]
+    assert "holds a finished sft run of other settings (seq_len 128 → 96)" in lines[0] and "--force" in lines[0]
