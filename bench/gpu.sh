@@ -39,7 +39,8 @@
 #   rl fp32  (80 s)  tasks.training.rl_update.update_policy, GPPO, 16 prompts × 8 rollouts (prompt 128, response
 #                    384-1024 tokens, mixed rewards), 2 mini-batches, packed micro-batches of ≤ 16,384 tokens,
 #                    gradient checkpointing and fused AdamW as train_rl on a GPU: 1 warm-up + 2 timed updates
-#                    in fp32 (RLConfig.bf16=False)
+#                    in fp32 (RLConfig.bf16=False); also the trainer peak `klear rl --dry-run` plans for it
+#                    and measured / planned (target: within 15 %)
 #   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast around each forward, fp32 weights; train_rl's
 #                    GPU default)
 #   rl bf16 padded (60 s)  the same with packing off (one right-padded row per rollout: the reference layout)
@@ -88,7 +89,7 @@ for arg in "$@"; do
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
     --sft) ONLY_SFT=1 ;;
-    -h|--help) sed -n '2,78p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,79p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done

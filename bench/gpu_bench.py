@@ -589,8 +589,23 @@ def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed") -> 
          update_s_median=round(statistics.median(times), 4), tokens_per_s=round(toks / seconds, 1),
          model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
          tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32), peak_mem_gib=peak_mem_gib(),
+         **planned_peak(model_dir, cfg, s, peak_mem_gib()),
          trained_rollouts=metrics.get("trained_rollouts"), grad_norm=metrics.get("grad_norm"),
          **device_info())
+
+
+def planned_peak(model_dir: Path, cfg, s: dict, measured: float | None) -> dict:
+    """What `klear rl --dry-run` plans for this update's trainer (one GPU, no engine: the bench loads none;
+    responses up to resp_max, prompts of prompt_len), and measured / planned (the target: within 15 %)."""
+    from dataclasses import replace
+
+    from tasks.training.dry_run import dry_run
+    from tasks.training.plan import Hardware
+
+    plan = dry_run(str(model_dir), replace(cfg, backend="hf", max_tokens=s["resp_max"]), Hardware(nproc=1),
+                   prompt_tokens=s["prompt_len"])
+    return {"planned_peak_gib": round(plan.trainer_gib, 2),
+            "peak_over_plan": round(measured / plan.trainer_gib, 3) if measured else None}
 
 
 # ---- profile --------------------------------------------------------------------------------------------
