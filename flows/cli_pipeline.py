@@ -15,25 +15,56 @@ from flows.cli_curate import print_curation_summary
 def demo(store: Optional[str] = StoreOpt) -> None:
     """The whole pipeline on the bundled demo data with a tiny model on CPU (minutes):
     curate → verify → SFT → difficulty → RL → evaluate base / SFT / RL."""
-    _run_pipeline(store, seed=0, scale=1.0)
+    _run_pipeline(store, seed=None, scale=None)
 
 
 def pipeline(
     store: Optional[str] = StoreOpt,
-    seed: int = typer.Option(0, "--seed"),
-    scale: float = typer.Option(1.0, "--scale", help="Size of the bundled demo data"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of every stage (default 0, or the file's)"),
+    scale: Optional[float] = typer.Option(None, "--scale", help="Size of the bundled demo data (default 1)"),
+    config: Optional[str] = typer.Option(None, "--config", help="A YAML or JSON file of the pipeline's settings "
+                                         "(your own sources and their layouts, benchmarks, SFT and RL settings; "
+                                         "--print-config writes a commented one); --store, --seed and --scale "
+                                         "given beside it win"),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the settings as a commented YAML "
+                                      "file (the demo's defaults) and exit"),
 ) -> None:
-    """The end-to-end pipeline on the bundled data: curate → verify → SFT → difficulty → RL → evaluate."""
-    _run_pipeline(store, seed, scale)
+    """The end-to-end pipeline: curate → verify → SFT → difficulty → RL → evaluate, on the bundled data or on
+    the sources a --config file names."""
+    if print_config:
+        print(pipeline_template(), end="")
+        return
+    _run_pipeline(store, seed, scale, config)
 
 
-def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
+SOURCES_EXAMPLE = """your own data (with demo: false), each source a PATH or its layout as klear curate reads it:
+sources:
+  math: openr1.jsonl                                   # already canonical rows
+  openr1: {path: raw/openr1.jsonl, layout: openr1-math}
+  taco: {path: raw/taco.jsonl, layout: taco}
+  mine: {path: mine.parquet, field_map: {question: problem}, domain: math}"""
+
+
+def pipeline_template() -> str:
+    """`klear pipeline --print-config`: PipelineConfig's defaults (the demo) as commented YAML."""
+    from flows.config_template import template
+    from tasks.pipeline.config import PipelineConfig
+
+    return template(PipelineConfig, header=(
+        "klear pipeline --config FILE: the pipeline's settings. The `pipeline` deployment's `config` parameter\n"
+        "takes the same document (as JSON). Every key is optional (absent: the default shown); a key that is\n"
+        "no setting is refused. These defaults are the demo: bundled data, tiny model, CPU."),
+        examples={"sources": SOURCES_EXAMPLE})
+
+
+def _run_pipeline(store: str | None, seed: int | None, scale: float | None, config_file: str | None = None) -> None:
     import json
 
     from storage.store import Store
 
-    root = store_root(store)
-    config = _pipeline_config(root, seed, scale)
+    settings = _settings_file(config_file)
+    root = store_root(store or settings.get("store"))
+    config = _pipeline_config(root, seed, scale, settings, config_file)
     quiet_prefect_defaults()
     starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
@@ -58,7 +89,7 @@ def _run_pipeline(store: str | None, seed: int, scale: float) -> None:
     console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
     console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
     console.print(_prefect_ui_line(state.state_details.flow_run_id))
-    console.print(json.dumps(summary))
+    print(json.dumps(summary), flush=True)  # one line a script can parse (rich would wrap it at the terminal width)
 
 
 PIPELINE_FLAGS = {"demo_scale": "--scale", "seed": "--seed", "store": "--store"}  # field → this command's flag
@@ -66,19 +97,49 @@ MAX_SEED = (1 << 63) - 1  # the stages' samplers take 63-bit seeds (tasks/genera
 #   itself has no upper bound, so a larger one would fail stages in
 
 
-def _pipeline_config(root: str, seed: int, scale: float):
-    """The run's PipelineConfig, checked before any work: a refused value is one line naming this command's
-    flag for it (`--scale`, where the config's own message would name the field's `--demo-scale`)."""
+def _settings_file(path: str | None) -> dict:
+    """The --config file's settings ({} without one); one line naming the file when it cannot be read."""
+    if path is None:
+        return {}
+    from flows.config_template import TemplateError, read_settings
+
+    try:
+        return read_settings(path)
+    except TemplateError as e:
+        raise UserError(f"--config {e}") from None
+
+
+def _pipeline_config(root: str, seed: int | None, scale: float | None, settings: dict | None = None,
+                     config_file: str | None = None):
+    """The run's PipelineConfig, checked before any work: the --config file's settings (validated as the
+    deployment's parameters are: a key that is no setting, a bad value or a missing source file is one line
+    naming the file and the key), then the flags given beside it. A flag's refused value is one line naming
+    the flag (`--scale`, not the field `demo_scale`). Without a file's `rl`, the demo's RL is sized to --scale."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from flows.prefect_ui import validation_detail
     from tasks.config_checks import ConfigError
     from tasks.pipeline.config import PipelineConfig, demo_rl
 
-    if seed > MAX_SEED:
+    if seed is not None and seed > MAX_SEED:
         raise UserError(f"--seed must be at most {MAX_SEED} (got {seed})")
+    values = dict(settings or {})
+    values["store"] = root
+    if seed is not None:
+        values["seed"] = seed
+    if scale is not None:
+        values["demo_scale"] = scale
+        if "rl" not in values:
+            values["rl"] = demo_rl(scale)
     try:
-        return PipelineConfig(store=root, seed=seed, demo_scale=scale, rl=demo_rl(scale))
+        if config_file is None:
+            return PipelineConfig(**values)
+        return TypeAdapter(PipelineConfig).validate_python(values)
     except ConfigError as e:
         flag = PIPELINE_FLAGS.get(e.field)
         raise UserError(f"{flag} {e.detail}" if flag else e.message) from None
+    except ValidationError as e:
+        raise UserError(f"--config {config_file}: {validation_detail(e, PipelineConfig)}") from None
 
 
 def _prefect_ui_line(flow_run_id) -> str:

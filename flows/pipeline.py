@@ -38,7 +38,7 @@ from tasks.curation.prefect_tasks import curation_artifacts, publish_dataset_tas
 from tasks.evaluation.difficulty import DifficultyConfig, difficulty_version_id
 from tasks.evaluation.evaluate import EvalConfig
 from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
-from tasks.pipeline.config import PipelineConfig
+from tasks.pipeline.config import PipelineConfig, source_spec
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
 from tasks.progress import Stage, StageLog
 from tasks.reporting import chart_markdown
@@ -117,8 +117,9 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
         with stages.stage("demo-data") as st:
             sources, benchmarks = demo_data_task(store, config.seed, config.demo_scale)
             st.figure = f"{len(sources)} sources, {len(benchmarks)} benchmarks"
+        specs = [source_spec(name, path) for name, path in sources.items()]
     else:
-        sources, benchmarks = config.sources, config.benchmarks
+        specs, sources, benchmarks = config.source_specs(), config.source_paths(), config.benchmarks
     if not sources:
         raise ValueError("pipeline: no sources (set demo=True or give sources)")
 
@@ -126,7 +127,7 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
     # their values go on to tasks and subflows (`unlinked`)
     with stages.stage("curate") as st:
         since = _now()
-        curated = curate(CurateConfig(sources=[{"name": n, "path": p} for n, p in sources.items()],
+        curated = curate(CurateConfig(sources=specs,
                                       benchmarks=benchmarks, store=store, seed=config.seed))
         st.cached, st.figure = _made_before(curated, since), _rows_kept(curated)
     with stages.stage("verify") as st:

@@ -37,6 +37,27 @@ def demo_rl(scale: float = 1.0) -> RLConfig:
                     max_tokens=160, save_every=10, domains=("math",))
 
 
+@dataclass
+class PipelineSource:
+    """One source of the pipeline with its layout: what `klear curate --source NAME=PATH --layout NAME=LAYOUT
+    --map NAME.RAW=FIELD --domain NAME=DOMAIN` says about it (tasks/curation/config.SourceSpec, named by its
+    key in `sources`). A raw OpenR1, TACO, Numina or LiveCodeBench file goes through the pipeline as it goes
+    through `klear curate`."""
+    __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
+    path: str                             # a .jsonl or .parquet file (local or fsspec URL), or hf:DATASET[:SPLIT]
+    layout: str = "canonical"             # its field layout (klear curate --layout; canonical: our schema)
+    field_map: dict[str, str] = field(default_factory=dict)  # extra renames {raw field: canonical field}
+    domain: str | None = None             # math or code, for rows that carry none
+
+
+def source_spec(name: str, value: "str | PipelineSource | dict") -> dict:
+    """`sources[name]` as the curate flow's source (SourceSpec fields): a PATH alone is the canonical layout."""
+    if isinstance(value, str):
+        return {"name": name, "path": value}
+    fields = value if isinstance(value, dict) else value.__dict__
+    return {"name": name, **{k: v for k, v in fields.items()}}
+
+
 # stage → "FLOW/DEPLOYMENT" run when gpu_pool is on (the deployments of prefect.yaml on klear-gpu)
 GPU_DEPLOYMENTS = {"sft": "sft/default", "tag-difficulty": "tag-difficulty/default", "rl": "rl/default",
                    "evaluate": "evaluate/default"}
@@ -49,7 +70,8 @@ class PipelineConfig:
     demo: bool = True                             # generate the bundled demo sources + benchmarks
     demo_scale: float = 1.0                       # size of the bundled data, so of curation, SFT and tags
     #   (tests use a small fraction); `klear pipeline --scale` also sizes RL's steps (demo_rl)
-    sources: dict[str, str] = field(default_factory=dict)      # NAME → PATH (demo=False)
+    sources: dict[str, str | PipelineSource] = field(default_factory=dict)  # NAME → PATH, or NAME → {path,
+    #   layout, field_map, domain} for a raw file in another layout (klear curate's --layout); demo=False
     benchmarks: dict[str, str] = field(default_factory=dict)   # NAME → PATH, decontamination + evaluation
     eval_benchmark: str = "bench_math"            # which benchmark the base/SFT/RL table reports
     min_tests: int = 16                           # verify: code problems with fewer tests are dropped
@@ -121,10 +143,17 @@ class PipelineConfig:
     def _check_inputs(self) -> None:
         from storage import paths
 
+        from tasks.curation.config import SourceSpec
+
         if not self.sources:
             raise ConfigError("sources", "must name at least one NAME: PATH when demo is off")
-        for field_name in ("sources", "benchmarks"):
-            for name, path in getattr(self, field_name).items():
+        for name, value in self.sources.items():
+            try:
+                SourceSpec(**source_spec(name, value))  # the layout, renames and domain as klear curate checks them
+            except ConfigError as e:
+                raise ConfigError(f"sources.{name}.{e.field}", e.detail) from None
+        for field_name, named in (("sources", self.source_paths()), ("benchmarks", self.benchmarks)):
+            for name, path in named.items():
                 if not str(path).startswith("hf:") and not paths.exists(str(path)):
                     raise ConfigError(field_name, f"{name}={path}: no such file")
         if self.eval_benchmark not in self.benchmarks:
@@ -132,6 +161,14 @@ class PipelineConfig:
                                                 f" (got {self.eval_benchmark!r})")
         if self.base_model and not paths.exists(f"{self.base_model}/config.json"):
             raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json)")
+
+    def source_specs(self) -> list[dict]:
+        """The sources as the curate flow takes them (SourceSpec fields), in the order given."""
+        return [source_spec(name, value) for name, value in self.sources.items()]
+
+    def source_paths(self) -> dict[str, str]:
+        """NAME → PATH of every source."""
+        return {spec["name"]: spec["path"] for spec in self.source_specs()}
 
     def scale_note(self) -> str | None:
         """A warning for a demo too small to learn (tasks/curation/demo_data.LEARNING_SCALE), else None."""
