@@ -39,6 +39,7 @@ from tasks.evaluation.difficulty import DifficultyConfig, difficulty_version_id
 from tasks.evaluation.evaluate import EvalConfig
 from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig, source_spec
+from tasks.pipeline.data_alarms import layout_alarms, lost_source_alarms
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
 from tasks.progress import Stage, StageLog
 from tasks.reporting import chart_markdown
@@ -91,7 +92,7 @@ def _run_name(param) -> str:
 # The run form of a deployment (prefect.yaml's pipeline/demo): the settings a run usually changes as fields,
 # the nested configs a run rarely changes folded to one JSON box each, `store` left to the flow's own
 # parameter (which wins).
-PIPELINE_FORM = ConfigForm(PipelineConfig, folded=("test_strength", "sft", "rl", "rl_code"), hidden=("store",))
+PIPELINE_FORM = ConfigForm(PipelineConfig, folded=("sources", "test_strength", "sft", "rl", "rl_code"), hidden=("store",))
 
 
 @flow(name="pipeline", log_prints=True, validate_parameters=False, flow_run_name=flow_run_namer("pipeline", _run_name))
@@ -122,6 +123,8 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
         specs, sources, benchmarks = config.source_specs(), config.source_paths(), config.benchmarks
     if not sources:
         raise ValueError("pipeline: no sources (set demo=True or give sources)")
+    alarms = _alarm(config, log, layout_alarms({s["name"]: _first_row(s["path"]) for s in specs},
+                                               {s["name"]: s.get("layout", "canonical") for s in specs}))
 
     # `curated` and `verified` are the subflows' own results, kept for the whole run; only unlinked copies of
     # their values go on to tasks and subflows (`unlinked`)
@@ -139,6 +142,10 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
                      " code problems dropped")
     dataset = unlinked(verified["id"])
     curation_artifacts(unlinked(verified), store, "dataset")  # the dataset SFT and RL train on, on this run's page
+    alarms += _alarm(config, log, lost_source_alarms(Store(store).load_version(dataset).inputs.get("by_source", {})))
+    if alarms:
+        create_markdown_artifact(key="data-alarms", description="Data this run lost or misread whole (warnings; "
+                                 "strict: true fails the run instead)", markdown="\n".join(f"- {a}" for a in alarms))
 
     base = config.base_model
     if not base:
@@ -344,6 +351,30 @@ def _made_before(version: dict, since: datetime) -> bool:
         return datetime.fromisoformat(version["created"]) < since
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def _alarm(config: PipelineConfig, log, lines: list[str]) -> list[str]:
+    """Data alarms (tasks/pipeline/data_alarms.py): each a warning in the run's log, or with `strict` the
+    run's one failure line."""
+    if lines and config.strict:
+        raise ValueError(f"pipeline (strict): {lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""))
+    for line in lines:
+        log.warning(line)
+    return lines
+
+
+def _first_row(path: str) -> dict | None:
+    """The first readable row of a source (a layout hint reads its fields), None when there is none."""
+    from tasks.records.reader import read_records
+
+    if str(path).startswith("hf:"):  # read when curated, not twice
+        return None
+    try:
+        for record in read_records(path, on_bad=lambda bad: None):
+            return record.value if isinstance(record.value, dict) else None
+    except Exception:  # curation reports unreadable sources itself, in its own words
+        return None
+    return None
 
 
 def _rows_kept(version: dict) -> str:

@@ -382,7 +382,10 @@ def _folded(name: str, prop: dict, configs: list[type]) -> dict:
     nullable = any(b.get("type") == "null" for b in prop.get("anyOf", []))
     kind = {"anyOf": [{"type": "object"}, {"type": "null"}]} if nullable else {"type": "object"}
     keep = {k: prop[k] for k in ("description", "default") if k in prop}
-    config = configs[0].__name__ if configs else "the config"
-    note = f"JSON of {config}'s fields; a field left out takes {config}'s default"
+    if configs:
+        config = configs[0].__name__
+        note = f"JSON of {config}'s fields; a field left out takes {config}'s default"
+    else:  # a mapping of names to values (the pipeline's sources): its description says their shape
+        note = "JSON"
     return {**kind, **keep, "title": name.replace("_", " ").title(),
             "description": f"{keep.get('description', '')} ({note})".strip()}

@@ -127,3 +127,17 @@ def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):
     assert summary["sft"] and summary["rl"] and summary["benchmark"] == "bench_math"
     sft_state = json.loads((Path(summary["sft"]) / "sft_config.json").read_text())
     assert sft_state["dataset"] == summary["dataset"] and sft_state["examples"] == len(kept)  # CoT + references
+
+
+def test_a_taco_file_without_its_layout_fails_a_strict_run_before_curation(tmp_path, session_api):
+    """Read as canonical, TACO's references and tests are left behind (every problem invalid_tests); a
+    strict run fails in one line naming the source and the layout to give, before any work."""
+    files = _files(tmp_path / "in")
+    path = _config_file(tmp_path, files, strict=True,
+                        sources={"taco": str(files["taco"]), "openr1": {"path": str(files["openr1"]),
+                                                                       "layout": "openr1-math"}})
+    r = klear("pipeline", "--config", path, "--store", tmp_path / "store", env=session_api)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("klear: error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "pipeline (strict): source taco: its rows carry `solutions`" in errors[0] and "taco or apps" in errors[0]
+    assert not any((tmp_path / "store" / "datasets").glob("ds-*"))  # nothing curated

@@ -98,7 +98,7 @@ def test_the_pipeline_form_shows_what_a_run_usually_changes():
     assert "store" not in props and "store" in schema["properties"]
     assert _enum(props["model_preset"]) and "tiny" in _enum(props["model_preset"])
     assert {"demo", "demo_scale", "seed", "difficulty_k", "eval_k", "gpu_pool"} <= set(props)
-    assert len(props) <= 20
+    assert len(props) <= 21
 
 
 def test_a_form_value_is_checked_by_the_config_not_the_form():

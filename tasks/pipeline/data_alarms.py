@@ -1,0 +1,52 @@
+"""Alarms for data a pipeline run would otherwise degrade in silence: a run that ends Completed while a whole
+class of the user's rows was lost, or read through the wrong fields, says so loudly (a warning in the run's
+log and its report artifact), and with `strict` fails instead (PipelineConfig.strict).
+
+Rules:
+- layout hint (before curation): a source read with the canonical layout whose first row carries a field that
+  a named layout reads and the canonical one does not (LAYOUT_HINTS: `generations`, the R1 reasoning traces
+  of OpenR1; `solutions` and `input_output`, TACO/APPS references and tests; `conversations`): its long
+  reasoning or its tests would be left behind (SFT on a one-line `solution`, code problems dropped as
+  `invalid_tests`), so the alarm names the layout to give;
+- a source lost whole (after verification): rows came in and none was kept; the alarm names the reasons.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+# raw field → (the layouts that read it, what the canonical layout loses without one)
+LAYOUT_HINTS: dict[str, tuple[str, str]] = {
+    "generations": ("openr1-math", "its reasoning traces (SFT would train on the short `solution`)"),
+    "solutions": ("taco or apps", "its reference programs"),
+    "input_output": ("taco or apps", "its tests as TACO/APPS write them"),
+    "conversations": ("openthoughts", "its reasoning turns"),
+}
+
+
+def layout_alarms(first_rows: Mapping[str, dict | None], layouts: Mapping[str, str]) -> list[str]:
+    """One line per canonical-layout source whose first row holds a field of LAYOUT_HINTS (module rule).
+    `first_rows`: source → its first readable row (None: none); `layouts`: source → its layout."""
+    out = []
+    for name, row in first_rows.items():
+        if layouts.get(name, "canonical") != "canonical" or not row:
+            continue
+        hints = [(f, *LAYOUT_HINTS[f]) for f in LAYOUT_HINTS if f in row]
+        if hints:
+            field, layout, lost = hints[0]
+            out.append(f"source {name}: its rows carry `{field}`, which the canonical layout does not read, so "
+                       f"{lost} would be left out; give its layout ({layout}: "
+                       f"sources.{name}.layout, or klear curate --layout {name}=…)")
+    return out
+
+
+def lost_source_alarms(by_source: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """One line per source that brought rows and kept none, with its drop reasons (module rule).
+    `by_source`: a dataset version's inputs["by_source"] (rows_in, kept, and a count per reason)."""
+    out = []
+    for name, c in by_source.items():
+        if c.get("rows_in", 0) > 0 and c.get("kept", 0) == 0:
+            reasons = ", ".join(f"{r} {n}" for r, n in sorted(c.items(), key=lambda x: -x[1])
+                                if r not in ("rows_in", "kept") and n)
+            out.append(f"source {name}: all {c['rows_in']} rows dropped ({reasons or 'no reason recorded'}); the "
+                       f"run trains without them")
+    return out

@@ -1,0 +1,21 @@
+"""Alarms for data a run would degrade in silence (tasks/pipeline/data_alarms.py): a canonical-layout source
+whose rows carry a field a named layout reads, and a source that kept no row."""
+from tasks.pipeline.data_alarms import layout_alarms, lost_source_alarms
+
+
+def test_a_raw_openr1_or_taco_file_read_as_canonical_names_its_layout():
+    rows = {"r1": {"problem": "p", "solution": "3", "generations": ["<think>…</think>"]},
+            "taco": {"question": "q", "solutions": "[]", "input_output": "{}"},
+            "mine": {"problem": "p", "response": "r"},
+            "laid": {"question": "q", "solutions": "[]"}, "empty": None}
+    alarms = layout_alarms(rows, {"laid": "taco"})
+    assert len(alarms) == 2
+    assert alarms[0].startswith("source r1: its rows carry `generations`") and "openr1-math" in alarms[0]
+    assert alarms[1].startswith("source taco: its rows carry `solutions`") and "taco or apps" in alarms[1]
+
+
+def test_a_source_that_kept_no_row_is_named_with_its_reasons():
+    by_source = {"taco": {"rows_in": 10, "kept": 0, "invalid_tests": 9, "duplicate": 1},
+                 "math": {"rows_in": 40, "kept": 38, "duplicate": 2}, "none": {"rows_in": 0, "kept": 0}}
+    assert lost_source_alarms(by_source) == [
+        "source taco: all 10 rows dropped (invalid_tests 9, duplicate 1); the run trains without them"]
