@@ -24,12 +24,7 @@ class FlagError(ConfigError):
     """A ConfigError naming the flag that sets the field when it is not spelled like the field."""
 
     def __init__(self, field: str, detail: str, flag: str):
-        self._flag = flag
-        super().__init__(field, detail)
-
-    @property
-    def flag(self) -> str:
-        return self._flag
+        super().__init__(field, detail, flag)
 
 
 def flag_of(cls: type, name: str) -> str:
