@@ -314,8 +314,9 @@ class ConfigForm:
         choices = field_choices()
         _describe(self.cls, target, handler, choices, set())
         props = target.get("properties", {})
-        for name in self.hidden:
-            props.pop(name, None)
+        for name in self.hidden:  # off the form, still accepted (unknown keys are refused: STRICT_KEYS)
+            if props.pop(name, None) is not None:
+                target.setdefault("patternProperties", {})[f"^{re.escape(name)}$"] = {}
         if "required" in target:
             target["required"] = [r for r in target["required"] if r in props]
         hints = typing.get_type_hints(self.cls)
