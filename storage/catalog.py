@@ -132,7 +132,35 @@ CREATE TABLE IF NOT EXISTS current_views (
 """
 
 
-SCHEMA_HASH = hashlib.sha256(_SCHEMA.encode()).hexdigest()
+# Text columns of the Parquet tables that the views show typed, so `date >= '2025-01-01'` and
+# `tests->>'fn_name'` work without casts: what each holds (ISO dates and times, JSON documents). A value
+# that does not parse shows as NULL (the Parquet keeps the text). Bump VIEW_RULES when this changes: the
+# schema hash includes it, so every existing catalog re-creates its views on the next open.
+VIEW_TYPES = {"date": "DATE", "created": "TIMESTAMP", "tests": "JSON", "meta": "JSON", "details": "JSON"}
+VIEW_RULES = "2026-12-05"
+
+SCHEMA_HASH = hashlib.sha256((_SCHEMA + VIEW_RULES).encode()).hexdigest()
+
+
+def view_sql(con: duckdb.DuckDBPyConnection, name: str, url: str) -> str:
+    """The view `name` over the Parquet at `url`, its VIEW_TYPES text columns cast (TRY_CAST: NULL where a
+    value does not parse)."""
+    source = f"read_parquet({_sql_str(url)})"
+    columns = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    casts = [f'TRY_CAST("{c}" AS {VIEW_TYPES[c]}) AS "{c}"' for c, typ, *_ in columns
+             if c in VIEW_TYPES and typ == "VARCHAR"]
+    replace = f" REPLACE ({', '.join(casts)})" if casts else ""
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT *{replace} FROM {source}"
+
+
+def _retype_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Every view of `current_views` re-created under today's VIEW_TYPES (a catalog written by an earlier
+    version showed them as text); a view whose Parquet cannot be read now is left as it was."""
+    for name, url in con.execute("SELECT name, url FROM current_views").fetchall():
+        try:
+            con.execute(view_sql(con, name, url))
+        except duckdb.Error as e:
+            log.warning("catalog: view %s over %s left as it was (%s)", name, url, _first_line(e))
 
 
 def _sql_str(s: str) -> str:
@@ -202,7 +230,7 @@ class Catalog:
                 cur = con.execute("SELECT dataset, url FROM current_views WHERE name = ?", [name]).fetchone()
                 if cur == (dataset, url):
                     continue
-                con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(url)})")
+                con.execute(view_sql(con, name, url))
                 con.execute("INSERT OR REPLACE INTO current_views VALUES (?, ?, ?)", [name, dataset, url])
                 changed = True
         return changed
@@ -471,6 +499,7 @@ def _apply_schema(db: Path) -> None:
     con = _connect(db)
     try:
         con.execute(_SCHEMA)
+        _retype_views(con)
         con.execute("CHECKPOINT")
     finally:
         con.close()

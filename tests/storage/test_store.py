@@ -89,3 +89,45 @@ def test_current_version_of_a_store_without_a_catalog_creates_nothing(tmp_path):
     store.publish(v.id)
     (tmp_path / "s" / "catalog.duckdb").unlink()  # the users' snapshot is gone, the record still knows
     assert store.current_version() == v.id
+
+
+def _typed_tables():
+    return {"problems": pa.table({"id": ["a", "b"], "date": ["2024-12-31", "2025-03-01"],
+                                  "tests": ['{"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}', None],
+                                  "meta": ['{"origin": "x"}', '{"origin": "y"}']}),
+            "dropped": pa.table({"reason": ["malformed"]}),
+            "verifications": pa.table({"problem_id": ["a"], "details": ['{"first_failure": null}'],
+                                       "created": ["2026-12-05T00:21:22+00:00"]})}
+
+
+def test_views_show_dates_times_and_json_typed(tmp_path):
+    """`date >= '2025-01-01'` and `tests->>'fn_name'` work without casts (storage/catalog.VIEW_TYPES)."""
+    store = Store(str(tmp_path))
+    v = store.write_version(_version(), _typed_tables())
+    store.publish(v.id)
+    con = duckdb.connect(store.catalog_path, read_only=True)
+    types = dict(con.execute("select column_name, data_type from information_schema.columns "
+                             "where table_name in ('problems', 'verifications')").fetchall())
+    assert (types["date"], types["tests"], types["meta"], types["details"], types["created"]) == (
+        "DATE", "JSON", "JSON", "JSON", "TIMESTAMP")
+    assert con.execute("select id from problems where date >= '2025-01-01'").fetchall() == [("b",)]
+    assert con.execute("select tests->>'fn_name', meta->>'origin' from problems where id = 'a'").fetchall() == [("add", "x")]
+    assert con.execute("select year(created) from verifications").fetchall() == [(2026,)]
+    con.close()
+
+
+def test_a_catalog_with_text_views_is_retyped_on_its_next_open(tmp_path):
+    """A catalog written before the views were typed: its views show text until the next open, which
+    re-creates them (the schema hash includes the view rules)."""
+    from storage.catalog import record_dir
+
+    store = Store(str(tmp_path))
+    v = store.write_version(_version(), _typed_tables())
+    store.publish(v.id)
+    rec = record_dir(store.catalog_path)
+    con = duckdb.connect(str(rec / "record.duckdb"))
+    url = con.execute("select url from current_views where name = 'problems'").fetchone()[0]
+    con.execute(f"create or replace view problems as select * from read_parquet('{url}')")  # as before
+    con.close()
+    (rec / "schema").write_text("an earlier version's schema hash")
+    assert Store(str(tmp_path)).catalog.query("select typeof(date) from problems limit 1") == [("DATE",)]
