@@ -44,6 +44,14 @@ _ALIASES = {
     "answer": ("final_answer", "ground_truth"),
     "tests": ("input_output",),
 }
+# raw field → (the layouts that read it, what the canonical layout leaves behind without one): a row read
+# with the canonical layout that carries one of these is a raw dataset's row (layout_hint)
+LAYOUT_HINTS: dict[str, tuple[str, str]] = {
+    "generations": ("openr1-math", "its reasoning traces (SFT would train on the short `solution`)"),
+    "solutions": ("taco or apps", "its reference programs"),
+    "input_output": ("taco or apps", "its tests as TACO/APPS write them"),
+    "conversations": ("openthoughts", "its reasoning turns"),
+}
 _USER_ROLES = ("user", "human")
 _ASSISTANT_ROLES = ("assistant", "gpt")
 MAX_DECODED_TESTS = 256 << 20  # bytes a compressed tests field may expand to (LiveCodeBench's largest
@@ -55,6 +63,13 @@ def register_layout(name: str) -> Callable[[Layout], Layout]:
         LAYOUTS[name] = fn
         return fn
     return deco
+
+
+def layout_hint(row: Any) -> tuple[str, str, str] | None:
+    """(field, layouts, what is lost) of the first LAYOUT_HINTS field `row` carries, or None."""
+    if not isinstance(row, Mapping):
+        return None
+    return next(((f, *LAYOUT_HINTS[f]) for f in LAYOUT_HINTS if f in row), None)
 
 
 def apply_layout(row: Any, layout: str, field_map: Mapping[str, str] | None = None) -> Any:

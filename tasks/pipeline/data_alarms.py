@@ -4,7 +4,7 @@ log and its report artifact), and with `strict` fails instead (PipelineConfig.st
 
 Rules:
 - layout hint (before curation): a source read with the canonical layout whose first row carries a field that
-  a named layout reads and the canonical one does not (LAYOUT_HINTS: `generations`, the R1 reasoning traces
+  a named layout reads and the canonical one does not (layouts.LAYOUT_HINTS: `generations`, the R1 reasoning traces
   of OpenR1; `solutions` and `input_output`, TACO/APPS references and tests; `conversations`): its long
   reasoning or its tests would be left behind (SFT on a one-line `solution`, code problems dropped as
   `invalid_tests`), so the alarm names the layout to give;
@@ -14,14 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-# raw field → (the layouts that read it, what the canonical layout loses without one)
-LAYOUT_HINTS: dict[str, tuple[str, str]] = {
-    "generations": ("openr1-math", "its reasoning traces (SFT would train on the short `solution`)"),
-    "solutions": ("taco or apps", "its reference programs"),
-    "input_output": ("taco or apps", "its tests as TACO/APPS write them"),
-    "conversations": ("openthoughts", "its reasoning turns"),
-}
-
+from tasks.curation.layouts import layout_hint
 
 def layout_alarms(first_rows: Mapping[str, dict | None], layouts: Mapping[str, str]) -> list[str]:
     """One line per canonical-layout source whose first row holds a field of LAYOUT_HINTS (module rule).
@@ -30,9 +23,9 @@ def layout_alarms(first_rows: Mapping[str, dict | None], layouts: Mapping[str, s
     for name, row in first_rows.items():
         if layouts.get(name, "canonical") != "canonical" or not row:
             continue
-        hints = [(f, *LAYOUT_HINTS[f]) for f in LAYOUT_HINTS if f in row]
-        if hints:
-            field, layout, lost = hints[0]
+        hint = layout_hint(row)
+        if hint:
+            field, layout, lost = hint
             out.append(f"source {name}: its rows carry `{field}`, which the canonical layout does not read, so "
                        f"{lost} would be left out; give its layout ({layout}: "
                        f"sources.{name}.layout, or klear curate --layout {name}=…)")

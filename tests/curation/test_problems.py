@@ -60,3 +60,33 @@ def test_bare_cr_inside_a_line_keeps_it_one_row(tmp_path):
     f.write_bytes(b'{"problem": "1+1?",\r "response": "2"}\n')
     rows, _ = read_problems(str(f))
     assert [(r["problem"], r["response"]) for r in rows] == [("1+1?", "2")]
+
+
+def test_training_files_and_benchmarks_read_the_same_aliases(tmp_path):
+    """One alias table (the canonical layout's) for every command: a row that `klear eval --benchmark` reads
+    (question, input_output, solution) is read the same by `klear sft/rl --data`."""
+    from tasks.curation.problems import benchmark_problem, file_problem
+
+    row = {"question": "Print the sum of two integers.", "solution": "a, b = map(int, input().split())",
+           "input_output": {"inputs": ["1 2\n"], "outputs": ["3\n"]}, "domain": "code"}
+    as_file, as_bench = file_problem(row), benchmark_problem(row)
+    assert as_file["problem"] == as_bench["problem"] == row["question"]
+    assert as_file["tests"] == as_bench["tests"] and as_file["response"] == row["solution"]
+
+
+def test_a_raw_datasets_row_names_the_layout_to_curate_it_with(tmp_path):
+    path = tmp_path / "taco.jsonl"
+    path.write_text(json.dumps({"solutions": "[]", "input_output": "{}"}) + "\n")  # no question: not a problem
+    with pytest.raises(ValueError, match=r"row 1: missing 'problem' \(a raw dataset's row: it carries `solutions`; "
+                                         r"curate it with its layout, klear curate --source NAME=FILE --layout NAME=taco\)"):
+        read_problems(str(path))
+
+
+def test_a_raw_datasets_readable_rows_warn_once_what_is_left_out(tmp_path, caplog):
+    path = tmp_path / "r1.jsonl"
+    path.write_text("".join(json.dumps({"problem": f"{i}+1?", "solution": str(i + 1), "answer": str(i + 1),
+                                        "generations": [f"<think>long</think> {i + 1}"]}) + "\n" for i in range(3)))
+    rows, _ = read_problems(str(path))
+    assert [r["response"] for r in rows] == ["1", "2", "3"]   # read, as the canonical fields say
+    warned = [r.message for r in caplog.records if "generations" in r.message]
+    assert len(warned) == 1 and "--layout NAME=openr1-math" in warned[0]
