@@ -120,7 +120,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     if ctx.is_main:
         log.info("RL problems of %s: %s", data, selection.line())
     rows, too_long = keep_fitting(rows, tok, getattr(model.config, "max_position_embeddings", None),
-                                  cfg.max_tokens, data)
+                                  cfg.max_tokens, data, selection)
     sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
@@ -147,6 +147,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             "lr": lr,
             "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
             "world_size": ctx.world_size}, indent=2))
+        # every problem of the data with its fate (kept, or why not), by id: one fate per row
+        (out / "selection.jsonl").write_text("".join(json.dumps(f) + "\n" for f in selection.fates))
     own_graders = graders is None
     graders = {} if own_graders else graders
     report = StepProgress(f"rl {cfg.loss}", start_step=step) if ctx.is_main else None

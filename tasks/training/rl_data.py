@@ -27,11 +27,21 @@ REASONS = ("other_domain", "not_rewardable", "below_window", "above_window", "un
 
 @dataclass
 class Selection:
-    """Per domain, how many problems were kept and why the others were left out (REASONS)."""
+    """Per domain, how many problems were kept and why the others were left out (REASONS); and the fate of
+    each problem by its id (`fates`), which train_rl writes as `selection.jsonl` beside the checkpoint."""
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    fates: list[dict] = field(default_factory=list)  # {"id", "domain", "outcome"}, in the data's order
 
-    def add(self, domain: str, outcome: str) -> None:
+    def add(self, domain: str, outcome: str, problem_id: str | None = None) -> None:
         self.counts.setdefault(domain, Counter())[outcome] += 1
+        self.fates.append({"id": problem_id, "domain": domain, "outcome": outcome})
+
+    def prompt_too_long(self, rows: list[dict]) -> None:
+        """Kept problems left out after all because their prompt does not fit (keep_fitting)."""
+        left = {r.get("id") for r in rows}
+        for fate in self.fates:
+            if fate["outcome"].startswith("kept") and fate["id"] in left:
+                fate["outcome"] = "prompt_too_long"
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         return {d: dict(sorted(c.items())) for d, c in sorted(self.counts.items())}
@@ -97,7 +107,7 @@ def select_rows(rows: list[dict], domains: tuple[str, ...], selection: Selection
     keep, counts = [], Selection()
     for r in rows:
         outcome = select_problem(r, domains, selection)
-        counts.add(r["domain"], outcome)
+        counts.add(r["domain"], outcome, r.get("id"))
         if outcome.startswith("kept"):
             keep.append(r)
     if not keep:
@@ -109,8 +119,9 @@ def select_rows(rows: list[dict], domains: tuple[str, ...], selection: Selection
 
 
 def keep_fitting(rows: list[dict], tok, context_length: int | None, max_tokens: int,
-                 data: str) -> tuple[list[dict], int]:
-    """The rows whose chat prompt fits (module rule) and how many were left out; ValueError if none fit."""
+                 data: str, selection: Selection | None = None) -> tuple[list[dict], int]:
+    """The rows whose chat prompt fits (module rule) and how many were left out (their fate in `selection`
+    becomes prompt_too_long); ValueError if none fit."""
     fits, too_long = fit_prompts(tok, context_length, [chat_prompt(tok, r["problem"]) for r in rows], max_tokens)
     if too_long:
         log.warning("%s: %s", data, describe_too_long(too_long, context_length, max_tokens,
@@ -118,6 +129,8 @@ def keep_fitting(rows: list[dict], tok, context_length: int | None, max_tokens: 
     if not fits:
         raise ValueError(f"{data}: no problem's prompt fits the model's context {context_length} minus "
                          f"max_tokens {max_tokens}")
+    if selection is not None and too_long:
+        selection.prompt_too_long([rows[t.index] for t in too_long])
     return [rows[i] for i in fits], len(too_long)
 
 

@@ -127,6 +127,9 @@ def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):
     assert summary["sft"] and summary["rl"] and summary["benchmark"] == "bench_math"
     sft_state = json.loads((Path(summary["sft"]) / "sft_config.json").read_text())
     assert sft_state["dataset"] == summary["dataset"] and sft_state["examples"] == len(kept)  # CoT + references
+    fates = [json.loads(line) for line in (Path(summary["rl"]) / "selection.jsonl").read_text().splitlines()]
+    assert len(fates) == len(kept) and all(f["id"] for f in fates)          # RL: every problem's fate by id
+    assert {f["outcome"] for f in fates if f["domain"] == "code"} == {"other_domain"}  # domains: math
 
 
 def test_a_taco_file_without_its_layout_fails_a_strict_run_before_curation(tmp_path, session_api):

@@ -68,3 +68,14 @@ def test_a_canonical_file_keeps_its_tags_and_a_bad_tag_names_the_row(tmp_path):
     data.write_text(json.dumps({**MATH, "pass_rate": "high"}) + "\n")
     with pytest.raises(ValueError, match=r"d.jsonl row 1: pass_rate must be a number in \[0, 1\] or null, got 'high'"):
         load_rl_rows(str(data), BOTH, SelectionConfig())
+
+
+def test_every_problem_has_its_fate_by_id():
+    """One fate per row: each problem of the data with its outcome (kept, a REASONS entry, or left out
+    after all because its prompt does not fit), as train_rl writes them to selection.jsonl."""
+    rows = [{**MATH, "id": "a", "pass_rate": 0.9}, {**MATH, "id": "b", "pass_rate": 0.1},
+            {**CODE, "id": "c", "tests": None}, {**MATH, "id": "d"}]
+    kept, counts = select_rows(rows, BOTH, SelectionConfig())
+    counts.prompt_too_long([r for r in kept if r["id"] == "d"])
+    assert [(f["id"], f["outcome"]) for f in counts.fates] == [
+        ("a", "kept"), ("b", "below_window"), ("c", "not_rewardable"), ("d", "prompt_too_long")]
