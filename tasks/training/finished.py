@@ -41,15 +41,13 @@ def finished_run(out: Path | str, stage: str, model: str, data: str, dataset: st
             and checkpoint_step(last) == steps):
         return None
     was = record.get("requested")
-    diffs = []
-    if was is None:
-        diffs.append("its settings were not recorded as requested")
+    diffs = [] if was is not None else ["its settings were not recorded as requested"]
     for what, old, new in (("model", record.get("model"), model), ("data", record.get("data"), data),
                            ("dataset version", record.get("dataset"), dataset)):
         if str(old) != str(new):
             diffs.append(f"{what} {old} → {new}")
-    now = json.loads(json.dumps(requested))
-    for key in sorted(set(was or {}) | set(now)) if was is not None else []:
-        if was.get(key) != now.get(key):
-            diffs.append(f"{key} {was.get(key)!r} → {now.get(key)!r}")
+    if was is not None:
+        now = json.loads(json.dumps(requested))  # tuples as the JSON record holds them: lists
+        diffs += [f"{key} {was.get(key)!r} → {now.get(key)!r}" for key in sorted(set(was) | set(now))
+                  if was.get(key) != now.get(key)]
     return FinishedRun(steps, str(record.get("dataset")), diffs)

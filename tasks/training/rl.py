@@ -60,7 +60,6 @@ from tasks.training.metrics import MetricsLog
 from tasks.training.optim import fused_adamw
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
 from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_batch_rows, rollout_share
-from tasks.training.scoring import hidden_state_scoring_problem
 from tasks.training.rl_update import Rollout, bf16_enabled, gradient_checkpointing, update_policy
 from tasks.training.schedule import warmup_constant
 from tasks.training.watchdog import StepWatchdog
@@ -112,8 +111,6 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True  # generation's (the update's forwards pass use_cache=False)
-    if problem := hidden_state_scoring_problem(model):
-        raise ValueError(f"{model_dir}: RL cannot score this model: {problem}")
     if gradient_checkpointing(cfg, device):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     rows, dataset, selection = load_rl_rows(data, tuple(cfg.domains), cfg.selection)

@@ -289,9 +289,11 @@ def _mismatch(sums: _Sums, micro: _Micro, trainer: torch.Tensor, cfg: RLConfig) 
     at temperature 1 only (module docstring)."""
     if cfg.temperature != 1.0:
         return
-    engine = [lp if len(lp) == len(r.response_ids) else [float("nan")] * len(r.response_ids)
-              for r, _ in micro.items for lp in [r.logprobs]]
-    flat = torch.tensor([x for lp in engine for x in lp], device=trainer.device)
+    engine: list[float] = []  # flat, as `trainer`; NaN where a rollout carries no engine log-probs
+    for r, _ in micro.items:
+        complete = len(r.logprobs) == len(r.response_ids)
+        engine += r.logprobs if complete else [float("nan")] * len(r.response_ids)
+    flat = torch.tensor(engine, device=trainer.device)
     have = ~torch.isnan(flat)
     n = sum(len(r.logprobs) for r, _ in micro.items if len(r.logprobs) == len(r.response_ids))
     if not n:

@@ -23,6 +23,7 @@ training pass builds no KV cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 from dataclasses import dataclass
 
@@ -74,7 +75,7 @@ def rollout_batch(rollouts: list, attention: str, device: torch.device) -> Scori
 def hidden_state_scoring_problem(model) -> str | None:
     """Why the model's token log-probs cannot be taken from its last hidden states and output embedding, or
     None: the output layer must be a bias-free linear map with nothing after it (no logit soft-capping or
-    scaling)."""
+    scaling). Such a model is scored from its own full logits instead (`_score_forward`)."""
     head = model.get_output_embeddings()
     cfg = model.config
     if not isinstance(head, torch.nn.Linear) or head.bias is not None:
@@ -85,8 +86,19 @@ def hidden_state_scoring_problem(model) -> str | None:
     return None
 
 
-def _score_forward(self, input_ids, position_ids, score_index, targets, temperature, entropy, **attention):
-    """The swapped-in forward: last hidden states → the scored positions → (log-probs, entropies or None)."""
+def _score_forward(self, input_ids, position_ids, score_index, targets, temperature, entropy, *,
+                   full_logits: bool = False, **attention):
+    """The swapped-in forward: last hidden states → the scored positions → (log-probs, entropies or None),
+    through the output embedding in chunks (linear_logprobs.py). `full_logits`: a model whose logits are
+    transformed after its output layer (hidden_state_scoring_problem) runs its own forward instead and is
+    scored from those logits — every position's, the memory the chunks save, but its own numbers."""
+    if full_logits:
+        logits = type(self).forward(self, input_ids=input_ids, position_ids=position_ids, use_cache=False,
+                                    **attention).logits
+        z = logits.flatten(0, 1).index_select(0, score_index).float() / temperature
+        logz = torch.log_softmax(z, dim=-1)
+        logp = logz.gather(-1, targets[:, None]).squeeze(-1)
+        return logp, (-(logz.exp() * logz).sum(-1).detach() if entropy else None)
     out = self.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **attention)
     hidden = out.last_hidden_state.flatten(0, 1).index_select(0, score_index)
     return linear_logprobs(hidden, self.get_output_embeddings().weight, targets, temperature, entropy=entropy)
@@ -98,11 +110,10 @@ def scoring(model, attention: str):
     returns (log-probs [N] fp32, entropies [N] or None); `attention` (resolved: flex, varlen, dense, or PADDED) is
     the model's attention kernel meanwhile. Both are restored on exit, so generation in between is not
     affected if it happens outside."""
-    if problem := hidden_state_scoring_problem(model):
-        raise ValueError(f"RL cannot score this model: {problem}")
+    full = hidden_state_scoring_problem(model) is not None
     cfg = model.config
     saved = cfg._attn_implementation
-    model.forward = types.MethodType(_score_forward, model)
+    model.forward = types.MethodType(functools.partial(_score_forward, full_logits=full), model)
     if attention != PADDED:
         cfg._attn_implementation = attn_implementation(attention) or "sdpa"
     try:

@@ -162,6 +162,27 @@ def test_scored_logprobs_equal_the_full_log_softmax_and_its_gradient(tiny, monke
             assert max((grads[n] - ref_grad[n]).abs().max().item() for n in grads) < 1e-5, (attention, chunk)
 
 
+def test_a_model_whose_logits_are_transformed_is_scored_from_its_own_logits():
+    """A model with a step after its output layer (here the config's final_logit_softcapping, which Gemma 2
+    applies; Qwen2 ignores it, so the two paths must agree) is scored through its own forward's logits, not
+    the hidden-state chunks: SFT and RL still train it."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tasks.models.presets import PRESETS
+    from tasks.training.scoring import hidden_state_scoring_problem
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**PRESETS["tiny"].to_dict()))
+    rs = _rollouts(model.config.vocab_size, [[1.0, 0.0, 1.0], [0.0, 1.0]])
+    chunked, ent, _ = rollout_logprobs(model, model, rs, "varlen", CPU, 0.7)
+    model.config.final_logit_softcapping = 30.0
+    assert hidden_state_scoring_problem(model) is not None
+    full, ent_full, _ = rollout_logprobs(model, model, rs, "varlen", CPU, 0.7)
+    assert (full - chunked).abs().max() < 1e-5 and (ent_full - ent).abs().max() < 1e-4
+    full.sum().backward()
+    assert model.lm_head.weight.grad is not None
+
+
 def test_every_scoring_forward_builds_no_kv_cache(tiny):
     seen = []
     hook = tiny.model.register_forward_pre_hook(lambda mod, args, kw: seen.append(kw.get("use_cache")),
