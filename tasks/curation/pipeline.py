@@ -37,7 +37,7 @@ from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.ingest import ROW_SCHEMA, ingest_rows, read_sources  # noqa: F401 (ingest_rows: API)
 from tasks.curation.memory import choose_memory_limit
-from tasks.curation.schema import PROBLEM_SCHEMA
+from tasks.curation.schema import PROBLEM_SCHEMA, STORED_PROBLEM_SCHEMA
 from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.steps import (Benchmark, Cutoff, Decontaminate, ExactDedup, NearDedup, Run,  # noqa: F401
                                   Step, TopSources, load_benchmark_rows)
@@ -54,7 +54,7 @@ WRITE_BATCH_ROWS = 4096  # rows per batch when the version's tables are written 
 
 @dataclass
 class CurationResult:
-    problems: pa.Table | Path  # PROBLEM_SCHEMA: in memory from `curate`, a file in the workspace from `run_pipeline`
+    problems: pa.Table | Path  # STORED_PROBLEM_SCHEMA: in memory from `curate`, a file in the workspace from `run_pipeline`
     dropped: pa.Table | Path  # DROPPED_SCHEMA, likewise
     rows_in: int
     counts: dict[str, int]                     # "kept" and one entry per drop reason
@@ -135,18 +135,20 @@ def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None, feed: Feed
 
 
 def _write_tables(run: Run, report: Progress) -> CurationResult:
-    """The version's `problems` (kept rows, by `_ord`) and `dropped` (by source order, then source row)."""
+    """The version's `problems` (kept rows, by `_ord`, with their source row) and `dropped` (by source order,
+    then source row)."""
     ws, src = run.ws, run.sources
     everything = src.parts(src.rows_in)
     problems_out, dropped_out = ws.root / "problems.parquet", ws.root / "dropped.parquet"
     total, done = sum(src.valid.values()), 0
     report.update(0, total)
-    with pq.ParquetWriter(problems_out, PROBLEM_SCHEMA, compression=PARQUET_COMPRESSION) as w:
+    with pq.ParquetWriter(problems_out, STORED_PROBLEM_SCHEMA, compression=PARQUET_COMPRESSION) as w:
         for f, skip in zip(everything.files, ws.skip(everything, run.drops)):
             for batch in pq.ParquetFile(f).iter_batches(WRITE_BATCH_ROWS, columns=ROW_SCHEMA.names):
                 keep = ~np.isin(batch.column(ORD).to_numpy(), skip)
-                w.write_table(pa.Table.from_batches([batch]).filter(pa.array(keep)).select(PROBLEM_SCHEMA.names)
-                              .cast(PROBLEM_SCHEMA))
+                kept = pa.Table.from_batches([batch]).filter(pa.array(keep))
+                w.write_table(kept.select([*PROBLEM_SCHEMA.names, "_row"]).rename_columns(STORED_PROBLEM_SCHEMA.names)
+                              .cast(STORED_PROBLEM_SCHEMA))
                 done += batch.num_rows
                 report.update(done, total, tokens=batch.num_rows)
     ws.con.register("source_rank", pa.table({"source": list(src.rows_in), "s": list(range(len(src.rows_in)))}))

@@ -1,7 +1,8 @@
 """The canonical problem row and the rules that decide whether an input row is well-formed.
 
 Canonical columns (the product's record schema): id, source, domain, problem, response, answer, tests,
-then the optional solutions, date, meta (stages append their own columns after these).
+then the optional solutions, date, meta (stages append their own columns after these; curation's is `row`,
+STORED_PROBLEM_SCHEMA).
 - `problem`: a non-empty string.
 - `domain`: "math" or "code" (case-insensitive); when a row has none, the source's default domain, else
   "code" if the row has tests, else "math".
@@ -47,6 +48,10 @@ PROBLEM_SCHEMA = pa.schema([
     ("date", pa.string()),
     ("meta", pa.string()),
 ])
+# What a curated version's `problems` holds: the canonical columns, then `row`, the kept row's 1-based line
+# (JSONL) or row (Parquet, HF) in its source, as `dropped.row`: every input row's (source, row) is in exactly
+# one of `problems` and `dropped`, and a row any later stage drops (verify) is traced to its source line.
+STORED_PROBLEM_SCHEMA = PROBLEM_SCHEMA.append(pa.field("row", pa.int64()))
 
 
 @dataclass

@@ -116,7 +116,7 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
             verifications.append({"problem_id": rows[i]["id"], "verdict": "too_few_tests", "passed": None,
                                   "total": None, "reward": None, "details": drops[i][1], **_strength_columns(None)})
     kept = [r for i, r in enumerate(rows) if i not in drops]
-    dropped = [{"source": rows[i]["source"], "row": None, "id": rows[i]["id"], "reason": reason, "detail": detail,
+    dropped = [{"source": rows[i]["source"], "row": rows[i].get("row"), "id": rows[i]["id"], "reason": reason, "detail": detail,
                 "problem": rows[i]["problem"]} for i, (reason, detail) in sorted(drops.items())]
     summary = {}
     if strength.enabled:

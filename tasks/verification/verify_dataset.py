@@ -31,7 +31,7 @@ from tasks.verification.verify import VerifyConfig
 
 # Bump when a change to verification, the sandbox, grading, the row reader or the store changes which code
 # problems are kept, a verdict, a count or a drop reason (module docstring).
-VERIFY_RULES = "2026-12-03"
+VERIFY_RULES = "2026-12-05"
 
 
 VERIFICATIONS_SCHEMA = pa.schema([

@@ -35,6 +35,8 @@ def test_every_row_lands_where_expected(tmp_path):
     exp = expected()
     fates = _fates(result)
     assert {k: v for k, v in exp.items() if v != "kept"} == fates
+    kept = [(r["source"], r["row"]) for r in result.problems.select(["source", "row"]).to_pylist()]
+    assert sorted(kept) == sorted(k for k, v in exp.items() if v == "kept"), "a kept row names its source line"
     assert result.problems.num_rows == sum(v == "kept" for v in exp.values())
     assert result.rows_in == len(exp) == result.problems.num_rows + result.dropped.num_rows
 

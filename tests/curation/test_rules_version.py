@@ -18,6 +18,11 @@ from tasks.curation.versioning import CURATION_RULES
 from tests.curation.fixtures import write_corpus
 
 GOLDEN = {  # rules version → {corpus: (version id, sha256 of kept + dropped rows)}
+    # 2026-12-05.2: a kept row carries its source row (`problems.row`, as `dropped.row`); the same rows
+    "2026-12-05.2": {
+        "demo": ("ds-73f61fe5edd58c6e", "72312cf4c015dbce8ef2b8d1e31b8bbe00dae95258cc2dfeaba9492be70aaa31"),
+        "fixture": ("ds-85700d7d58ed4cc1", "c8d58e0d1fb3a808dc0e8f91459ff296e5218ccddae9279adf3d59ceb3dcf39a"),
+    },
     # 2026-12-05: a whole benchmark problem copied verbatim is contaminated whatever the boilerplate mask
     # (neither corpus holds one: the same rows as 2026-12-03)
     "2026-12-05": {

@@ -114,8 +114,8 @@ def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     with duckdb.connect(str(store / "catalog.duckdb"), read_only=True) as db:
-        kept = db.sql("select source, domain, problem, response from problems").fetchall()
-        dropped = db.sql("select source, reason, problem from dropped").fetchall()
+        kept = db.sql("select source, domain, problem, response, row from problems").fetchall()
+        dropped = db.sql("select source, reason, problem, row from dropped").fetchall()
     math = [k for k in kept if k[0] == "openr1"]
     assert math and all(k[3].startswith("<think>") for k in math)         # SFT data: the chains of thought
     assert len([k for k in kept if k[0] == "taco"]) == 4                  # working references only
@@ -124,6 +124,8 @@ def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):
     assert ("openr1", "duplicate") in reasons and ("openr1", "contaminated") in reasons
     assert any(d[0] == "taco" for d in dropped)                           # the failing reference, with its reason
     assert len(kept) + len(dropped) == 35 + 3 + 5                         # every row: kept or dropped
+    lines = {(k[0], k[4]) for k in kept} | {(d[0], d[3]) for d in dropped}  # ... once, by its source line
+    assert len(lines) == len(kept) + len(dropped) and not any(line[1] is None for line in lines)
     assert summary["sft"] and summary["rl"] and summary["benchmark"] == "bench_math"
     sft_state = json.loads((Path(summary["sft"]) / "sft_config.json").read_text())
     assert sft_state["dataset"] == summary["dataset"] and sft_state["examples"] == len(kept)  # CoT + references

@@ -300,19 +300,20 @@ def _problem(pid, code, tests):
 
 def _parent(store_root):
     from storage.store import DatasetVersion, Store
-    from tasks.curation.schema import PROBLEM_SCHEMA
+    from tasks.curation.schema import STORED_PROBLEM_SCHEMA
     from tasks.records.schema import DROPPED_SCHEMA
 
     rows = [_problem("weak", ADD, TRIVIAL), _problem("strong", COUNT, STRONG),
             _problem("wrong", COUNT.replace("n + 1", "n"), STRONG),
             {"id": "m", "source": "s", "domain": "math", "problem": "1+1", "response": None, "answer": "2",
              "tests": None}]
-    dropped = [{"source": "s", "row": 7, "id": None, "reason": "malformed", "detail": "not JSON", "problem": "{"}]
+    rows = [{**r, "row": line} for r, line in zip(rows, (1, 2, 4, 5))]  # the source's lines, 3 malformed
+    dropped = [{"source": "s", "row": 3, "id": None, "reason": "malformed", "detail": "not JSON", "problem": "{"}]
     Store(store_root).write_version(
         DatasetVersion(id="ds-parent", kind="curate", parameters={}, rows_in=5,
                        counts={"kept": 4, "malformed": 1}, inputs={"by_source": {"s": {"rows_in": 5, "kept": 4,
                                                                                         "malformed": 1}}}),
-        {"problems": pa.Table.from_pylist(rows, schema=PROBLEM_SCHEMA),
+        {"problems": pa.Table.from_pylist(rows, schema=STORED_PROBLEM_SCHEMA),
          "dropped": pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA)})
     return "ds-parent"
 
@@ -333,6 +334,8 @@ def test_weak_tests_drop_keeps_rows_in_equal_kept_plus_dropped(verify_config, tm
     assert sorted(problems.column("id").to_pylist()) == ["m", "strong"]
     reasons = {d["id"]: d for d in dropped.to_pylist()}
     assert reasons["wrong"]["reason"] == "invalid_tests" and reasons["weak"]["reason"] == "weak_tests"
+    assert (reasons["weak"]["row"], reasons["wrong"]["row"]) == (1, 4), "a verify drop names its source line"
+    assert sorted(problems.column("row").to_pylist() + dropped.column("row").to_pylist()) == [1, 2, 3, 4, 5]
     assert reasons["weak"]["detail"].startswith("tests accept 1 of 1 behaviour-changing mutants")
     assert "`a + b` → `a - b`" in reasons["weak"]["detail"]
     assert v.counts["weak_tests"] == 1 and v.inputs["by_source"]["s"]["weak_tests"] == 1
