@@ -39,7 +39,8 @@ from tasks.evaluation.difficulty import DifficultyConfig, difficulty_version_id
 from tasks.evaluation.evaluate import EvalConfig
 from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig, source_spec
-from tasks.pipeline.data_alarms import layout_alarms, lost_source_alarms
+from tasks.pipeline.data_alarms import (layout_alarms, lost_source_alarms, math_answers_by_source,
+                                        unanswered_math_alarms)
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
 from tasks.progress import Stage, StageLog
 from tasks.reporting import chart_markdown
@@ -143,6 +144,8 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
     dataset = unlinked(verified["id"])
     curation_artifacts(unlinked(verified), store, "dataset")  # the dataset SFT and RL train on, on this run's page
     alarms += _alarm(config, log, lost_source_alarms(Store(store).load_version(dataset).inputs.get("by_source", {})))
+    kept = Store(store).read_table(dataset, "problems", columns=["source", "domain", "answer"])
+    alarms += _alarm(config, log, unanswered_math_alarms(math_answers_by_source(kept)))
     if alarms:
         create_markdown_artifact(key="data-alarms", description="Data this run lost or misread whole (warnings; "
                                  "strict: true fails the run instead)", markdown="\n".join(f"- {a}" for a in alarms))

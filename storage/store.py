@@ -247,9 +247,10 @@ class Store:
                         self.root, vid)
             self._register(version)
 
-    def read_table(self, version_id: str, table: str) -> pa.Table:
+    def read_table(self, version_id: str, table: str, columns: list[str] | None = None) -> pa.Table:
+        """A version's table (only `columns` when given: a long-text table's other columns stay on disk)."""
         with paths.open_binary(self.table_url(version_id, table)) as f:
-            return pq.read_table(f)
+            return pq.read_table(f, columns=columns)
 
     def _register(self, v: DatasetVersion) -> None:
         self.catalog.add_dataset({

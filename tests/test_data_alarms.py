@@ -1,6 +1,9 @@
 """Alarms for data a run would degrade in silence (tasks/pipeline/data_alarms.py): a canonical-layout source
-whose rows carry a field a named layout reads, and a source that kept no row."""
-from tasks.pipeline.data_alarms import layout_alarms, lost_source_alarms
+whose rows carry a field a named layout reads, a source that kept no row, and math rows with no answer."""
+import pyarrow as pa
+
+from tasks.pipeline.data_alarms import (layout_alarms, lost_source_alarms, math_answers_by_source,
+                                        unanswered_math_alarms)
 
 
 def test_a_raw_openr1_or_taco_file_read_as_canonical_names_its_layout():
@@ -19,3 +22,13 @@ def test_a_source_that_kept_no_row_is_named_with_its_reasons():
                  "math": {"rows_in": 40, "kept": 38, "duplicate": 2}, "none": {"rows_in": 0, "kept": 0}}
     assert lost_source_alarms(by_source) == [
         "source taco: all 10 rows dropped (invalid_tests 9, duplicate 1); the run trains without them"]
+
+
+def test_a_source_whose_math_rows_have_no_answer_is_named_with_the_setting_to_map_it():
+    problems = pa.table({"source": ["r1", "r1", "mixed", "mixed", "taco"], "domain": ["math", "math", "math", "math", "code"],
+                         "answer": [None, None, "3", None, None]})
+    kept = math_answers_by_source(problems)
+    assert kept == {"r1": (2, 0), "mixed": (2, 1)}  # code rows carry no answer and are no alarm
+    alarms = unanswered_math_alarms(kept)
+    assert len(alarms) == 1 and alarms[0].startswith("source r1: none of its 2 kept math rows has an answer")
+    assert "sources.r1.field_map" in alarms[0] and "--map r1.FIELD=answer" in alarms[0]

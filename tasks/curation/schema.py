@@ -6,7 +6,10 @@ STORED_PROBLEM_SCHEMA).
 - `problem`: a non-empty string.
 - `domain`: "math" or "code" (case-insensitive); when a row has none, the source's default domain, else
   "code" if the row has tests, else "math".
-- `response`, `answer`: optional; `answer` may be a number (stored as its string form).
+- `response`, `answer`: optional; `answer` may be a number (stored as its string form). A math row without
+  an answer is kept: SFT trains on its response (the recipe keeps unverified chains of thought of hard
+  problems), RL leaves it out as `not_rewardable` (selection.jsonl, by id), and a pipeline whose source has
+  math rows but no answer at all says so (tasks/pipeline/data_alarms.py).
 - `tests`: optional; a dict or its JSON text in one of three forms (stored as canonical JSON text):
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
   "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (each observed assert one test), as
@@ -172,6 +175,7 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
     response = _optional_text(row, "response")
     if response is None and solutions:
         response = solutions[0]
+    answer = _optional_text(row, "answer", numbers_ok=True)
     meta = _meta(row)
     why = check_value([solutions, meta])  # text a layout decoded (a lone surrogate escape, deep nesting)
     if why:
@@ -182,7 +186,7 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
         domain=domain,
         problem=problem,
         response=response,
-        answer=_optional_text(row, "answer", numbers_ok=True),
+        answer=answer,
         tests=json.dumps(tests, sort_keys=True, ensure_ascii=False) if tests is not None else None,
         solutions=solutions,
         date=iso_date(row.get("date")),

@@ -96,8 +96,9 @@ class PipelineConfig:
     eval_k: int = 4                               # samples per held-out problem (avg@k, pass@k)
     eval_max_tokens: int = 160                    # response budget of difficulty tags and evaluations
     strict: bool = False                          # fail the run where it would warn that data was lost or
-    #   misread whole (a source whose rows carry a field its layout does not read; a source with no row kept:
-    #   tasks/pipeline/data_alarms.py); off: those warnings go to the run's log and its report
+    #   misread whole (a source whose rows carry a field its layout does not read; a source with no row kept;
+    #   a source whose math rows have no answer: tasks/pipeline/data_alarms.py); off: those warnings go to the
+    #   run's log and its report
     gpu_pool: bool = False                        # SFT, tags, RL, evals as deployment runs (klear-gpu pool)
     #   that show as child runs of the pipeline run; False: all in the pipeline's own process (the demo)
     gpu_deployments: dict[str, str] = field(default_factory=lambda: dict(GPU_DEPLOYMENTS))  # with gpu_pool:

@@ -8,11 +8,16 @@ Rules:
   of OpenR1; `solutions` and `input_output`, TACO/APPS references and tests; `conversations`): its long
   reasoning or its tests would be left behind (SFT on a one-line `solution`, code problems dropped as
   `invalid_tests`), so the alarm names the layout to give;
-- a source lost whole (after verification): rows came in and none was kept; the alarm names the reasons.
+- a source lost whole (after verification): rows came in and none was kept; the alarm names the reasons;
+- a source whose kept math rows have no answer at all: SFT trains on their responses, but RL and difficulty
+  tagging can reward none of them (RL's selection.jsonl lists each as `not_rewardable`); the alarm names the
+  setting that maps the source's answer field. Some rows without an answer (proofs) are no alarm.
 """
 from __future__ import annotations
 
 from typing import Mapping
+
+import pyarrow as pa
 
 from tasks.curation.layouts import layout_hint
 
@@ -42,4 +47,24 @@ def lost_source_alarms(by_source: Mapping[str, Mapping[str, int]]) -> list[str]:
                                 if r not in ("rows_in", "kept") and n)
             out.append(f"source {name}: all {c['rows_in']} rows dropped ({reasons or 'no reason recorded'}); the "
                        f"run trains without them")
+    return out
+
+
+def unanswered_math_alarms(kept: Mapping[str, tuple[int, int]]) -> list[str]:
+    """One line per source whose kept math rows all lack an answer (module rule).
+    `kept`: source → (kept math rows, how many of them have an answer)."""
+    return [f"source {name}: none of its {n} kept math rows has an answer, so RL and difficulty tagging can "
+            f"reward none of them (SFT still trains on their responses); map its answer field "
+            f"(sources.{name}.field_map: {{FIELD: answer}}, or klear curate --map {name}.FIELD=answer)"
+            for name, (n, answered) in kept.items() if n and not answered]
+
+
+def math_answers_by_source(problems: pa.Table) -> dict[str, tuple[int, int]]:
+    """source → (kept math rows, how many have an answer), from a version's `problems` (columns source,
+    domain, answer suffice)."""
+    out: dict[str, tuple[int, int]] = {}
+    for source, domain, answer in zip(*(problems.column(c).to_pylist() for c in ("source", "domain", "answer"))):
+        if domain == "math":
+            n, answered = out.get(source, (0, 0))
+            out[source] = (n + 1, answered + (answer is not None))
     return out
