@@ -3,6 +3,7 @@
 in flows/cli_<group>.py; this module builds the app from them, in the order `klear --help` lists them."""
 from __future__ import annotations
 
+import shutil
 import sys
 
 import typer
@@ -23,10 +24,27 @@ app.command("pipeline")(cli_pipeline.pipeline)
 app.add_typer(cli_model.model_app, name="model")
 verify_cli.register(app)  # verify, sandbox build|reap
 
+# Rich's option table (typer's help) fits a column to the longest option name by cutting it
+# (`--rollouts-per-pr…`) when the terminal is narrower than the table wants; every command's names fit from
+# this width on (tests/flows/test_cli_help.py checks each command at it). Narrower terminals get click's
+# plain help, which wraps the descriptions instead.
+RICH_HELP_MIN_COLUMNS = 120
+
+
+def fit_help_to_terminal(columns: int | None = None) -> str:
+    """Choose how `--help` renders for a terminal `columns` wide (default: this one, $COLUMNS first):
+    "rich" (panels) where every option name fits whole, else "plain". Returns the choice."""
+    columns = columns or shutil.get_terminal_size().columns
+    mode = "rich" if columns >= RICH_HELP_MIN_COLUMNS else None
+    for typer_app in (app, cli_model.model_app):
+        typer_app.rich_markup_mode = mode
+    return mode or "plain"
+
 
 def main() -> None:
     early_defaults()  # every command (`klear verify`, `klear sandbox` too), before Prefect or transformers load
     note_interrupts()
+    fit_help_to_terminal()
     try:
         rv = app(standalone_mode=False)
         if INTERRUPTED.is_set():  # typer returns Ctrl-C's KeyboardInterrupt as a silent 130
