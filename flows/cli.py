@@ -9,7 +9,8 @@ import sys
 import typer
 
 from flows import cli_curate, cli_eval, cli_model, cli_pipeline, cli_rl, cli_sft, verify_cli
-from flows.cli_common import INTERRUPTED, UserError, click_exceptions, early_defaults, fault_line, note_interrupts
+from flows.cli_common import (INTERRUPTED, UserError, click_exceptions, fault_line, note_interrupts,
+                              prefect_env_defaults)
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -42,7 +43,9 @@ def fit_help_to_terminal(columns: int | None = None) -> str:
 
 
 def main() -> None:
-    early_defaults()  # every command (`klear verify`, `klear sandbox` too), before Prefect or transformers load
+    # every command (`klear verify`, `klear sandbox` too), before anything (a config file's check included)
+    # imports Prefect or transformers, which read these settings once, at import
+    prefect_env_defaults()
     note_interrupts()
     fit_help_to_terminal()
     try:

@@ -112,6 +112,7 @@ def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):
     store = tmp_path / "store"
     r = klear("pipeline", "--config", _config_file(tmp_path, files), "--store", store, env=session_api)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert "| INFO" not in r.stderr  # the stage lines once, not Prefect's console copy of each as well
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     with duckdb.connect(str(store / "catalog.duckdb"), read_only=True) as db:
         kept = db.sql("select source, domain, problem, response, row from problems").fetchall()
