@@ -14,11 +14,16 @@ a function of the snippet that holds one); the other statements are setup. Human
 `def check(candidate)` called once as `check(NAME)`, is inlined first (`candidate = NAME`, then the body),
 so each of its top-level asserts is a test of its own and the `for` loop above is one test.
 
+A top-level `if __name__ == "__main__":` block is unwrapped first (the test code runs as the main script:
+its asserts are tests like any others).
+
 The checker runs the units in one namespace: the test code's own names, LiveCodeBench's import header and
 the builtins are the checker's; every other name is looked up in the program's process, and calls travel
-there and back as plain data. A test passes when its unit runs to the end; an assert that does not hold
-is a wrong answer, an exception is a runtime error. A setup statement that raises fails every test after
-it. Each test is one scored test (`count_tests` counts them).
+there and back as plain data (a header name the test code uses as a helper next to the function under
+test, such as `isclose`, is the header's: sandbox/runner.py _TestGlobals). A test passes when its unit
+runs to the end having run at least one assert; an assert that does not hold, or a unit that ran none, is
+a wrong answer, an exception is a runtime error. A setup statement that raises fails every test after it.
+Each test is one scored test (`count_tests` counts them).
 
 A snippet that cannot be judged is refused (InvalidTests, `invalid_tests`): it does not compile, it has no
 test, or it never uses a name the program defines (it would pass or fail whatever the program does).
@@ -82,10 +87,32 @@ class Snippet:
 
     units: tuple[tuple[str, str], ...]
     calls: tuple[Call, ...] | None = None
+    free: tuple[str, ...] = ()  # the names it uses and does not bind (program_names): the checker's header rule
 
     @property
     def tests(self) -> int:
         return sum(kind == TEST for kind, _ in self.units)
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` (either order, no else)."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or not isinstance(stmt.test, ast.Compare):
+        return False
+    test = stmt.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    return sides == {ast.dump(ast.Name(id="__name__", ctx=ast.Load())), ast.dump(ast.Constant(value="__main__"))}
+
+
+def _unwrap_main_guard(tree: ast.Module) -> ast.Module:
+    """A top-level `if __name__ == "__main__":` block's statements in its place: test code run as the main
+    script runs them, and each of their asserts is a test of its own."""
+    body: list[ast.stmt] = []
+    for s in tree.body:
+        body.extend(s.body if _is_main_guard(s) else [s])
+    tree.body = body
+    return tree
 
 
 def _inline_check(tree: ast.Module) -> ast.Module:
@@ -196,7 +223,7 @@ def split_snippet(code: str, header: frozenset[str] = frozenset()) -> Snippet:
         compile(code, "<tests>", "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise UnjudgeableAssert(f"does not compile: {exc}") from None
-    tree = _inline_check(tree)
+    tree = _inline_check(_unwrap_main_guard(tree))
     asserting = _asserting_functions(tree)
     units = tuple((TEST if _is_test(s, asserting) else SETUP, ast.unparse(s)) for s in tree.body)
     if not any(isinstance(n, ast.Assert) for n in ast.walk(tree)):
@@ -207,7 +234,7 @@ def split_snippet(code: str, header: frozenset[str] = frozenset()) -> Snippet:
     names = program_names(tree, header)
     if not names:
         raise UnjudgeableAssert("never uses a name the program defines: it tests nothing of the program")
-    return Snippet(units, plain_calls(tree, names))
+    return Snippet(units, plain_calls(tree, names), tuple(sorted(names)))
 
 
 def _literal(node: ast.expr):

@@ -11,7 +11,7 @@ runner.encode_value) equals the expected value under Python `==`, tuples read as
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, deque
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
@@ -155,15 +155,30 @@ class _Decoder:
             return float(value["__float__"])
         if "__tuple__" in value:
             return tuple(self.decode(v) for v in self._members(value["__tuple__"]))
-        if "__dict__" in value:
-            pairs = self._members(value["__dict__"])
-            if not all(type(p) is list and len(p) == 2 for p in pairs):
-                raise ValueError("a dict item is a [key, value] pair")
-            keys = _distinct_hashes([_hashable(self.decode(k)) for k, _ in pairs])
-            return dict(zip(keys, [self.decode(v) for _, v in pairs]))
-        if "__set__" in value:
-            members = [_hashable(self.decode(v)) for v in self._members(value["__set__"])]
-            return set(_distinct_hashes(members))
+        for tag in ("__dict__", "__counter__", "__odict__"):  # == against JSON or a literal: a dict's
+            if tag in value:
+                return self._dict(value[tag])
+        if "__defaultdict__" in value:
+            payload = value["__defaultdict__"]
+            if type(payload) is not list or len(payload) != 2:
+                raise ValueError("a defaultdict is [factory, items]")
+            return self._dict(payload[1])
+        if "__set__" in value or "__frozenset__" in value:
+            frozen = "__frozenset__" in value
+            members = [_hashable(self.decode(v)) for v in self._members(value["__frozenset__" if frozen else "__set__"])]
+            return (frozenset if frozen else set)(_distinct_hashes(members))
+        if "__namedtuple__" in value:
+            payload = value["__namedtuple__"]
+            if type(payload) is not list or len(payload) != 3:
+                raise ValueError("a named tuple is [name, fields, members]")
+            return tuple(self.decode(v) for v in self._members(payload[2]))
+        if "__deque__" in value:  # a deque equals no list, as in Python
+            payload = value["__deque__"]
+            if type(payload) is not list or len(payload) != 2:
+                raise ValueError("a deque is [members, maxlen]")
+            return deque(self.decode(v) for v in self._members(payload[0]))
+        if "__bytearray__" in value:
+            return bytearray.fromhex(value["__bytearray__"])
         if "__bytes__" in value:
             return bytes.fromhex(value["__bytes__"])
         if "__complex__" in value:
@@ -179,6 +194,13 @@ class _Decoder:
                 raise ValueError("a range is [start, stop, step] ints")
             return range(*bounds)
         return Opaque(f"<{str(value.get('__type__', '?'))[:80]}: {str(value.get('__repr__', ''))[:200]}>")
+
+    def _dict(self, payload: Any) -> dict:
+        pairs = self._members(payload)
+        if not all(type(p) is list and len(p) == 2 for p in pairs):
+            raise ValueError("a dict item is a [key, value] pair")
+        keys = _distinct_hashes([_hashable(self.decode(k)) for k, _ in pairs])
+        return dict(zip(keys, [self.decode(v) for _, v in pairs]))
 
     def _fraction(self, payload: Any) -> Fraction:
         if type(payload) is not list or len(payload) != 2:

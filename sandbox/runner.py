@@ -42,7 +42,10 @@ program, so a `for` loop of asserts, helper functions and computed expectations 
 `and`/`or` keep their short-circuit order. Values it gets back are rebuilt from plain data (an object
 whose __eq__ lies arrives as a reference equal only to itself), so pass/fail is decided where the
 program cannot reach: the checker is not dumpable (its memory and fds are closed to the program) and
-holds the only write end of its results pipe.
+holds the only write end of its results pipe. A test passes only when its unit ran an assert (each
+assert statement is counted as it starts); a StopIteration the program raises reaches the test code as a
+RuntimeError (PEP 479's rule); a call's arguments keep their types and come back changed in place at
+any depth (CallArgs); the header's helpers the test code uses are the checker's (_TestGlobals).
 
 Time: compiling is the program's own time (the CPU limit applies from before compile()); every step of
 the runner's work for a test fits in the wall deadline plus a bounded cleanup, and a job stops starting
@@ -68,7 +71,7 @@ import sys
 import time
 import types
 
-VERSION = 3
+VERSION = 4
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
              "USER": "sandbox", "LOGNAME": "sandbox", "PYTHONIOENCODING": "utf-8"}
 STDERR_KEEP = 4096  # bytes of stderr returned per test (the tail: where tracebacks end)
@@ -276,19 +279,26 @@ def _remove_ipc():
 
 
 # ------------------------------------------------------------------------------- value encoding
-def encode_value(value, refs=None, depth=0):
-    """JSON-safe encoding of a value as plain data, keeping the types `==` cares about.
+def encode_value(value, refs=None, depth=0, aliases=None):
+    """JSON-safe encoding of a value as plain data, keeping the types `==` and the test code care about.
 
-    Tuples, sets, dicts with non-string keys, bytes, complex, ranges and big ints are tagged objects;
-    floats keep nan/inf; subclasses of the plain types become the plain type (an int subclass whose __eq__
-    lies is sent as its int value). Anything else is a reference when `refs` (a list the sender keeps the
-    objects in) is given, else its repr, which the host never equals to anything. Ints travel as hex
-    beyond 2**53, which no digit limit applies to.
+    Tuples, sets, frozensets, dicts with non-string keys, bytes, bytearrays, complex, ranges and big ints
+    are tagged objects, and so are collections' Counter, OrderedDict, defaultdict (with a default factory
+    that is a builtin or a collections type; another one is a reference when `refs` is given, else none),
+    deque (with its maxlen) and named tuples (type name and fields): the receiver rebuilds its own object
+    of that type, so an argument keeps its missing-key default, its order-sensitive equality, its
+    hashability or its field names. Floats keep nan/inf; subclasses of these types become the type (an
+    int subclass whose __eq__ lies is sent as its int value). Anything else is a reference when `refs` (a
+    list the sender keeps the objects in) is given, else its repr, which the host never equals to anything.
+    Ints travel as hex beyond 2**53, which no digit limit applies to. `aliases` (id → index) sends a
+    mutable container it holds as `{"__alias__": index}` (a call's arguments, CallArgs).
     """
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     if value is None or type(value) is bool:
         return value
+    if aliases is not None and depth and id(value) in aliases:  # the top-level container is encoded itself
+        return {"__alias__": aliases[id(value)]}
     if isinstance(value, int):
         value = int.__int__(value)
         return value if abs(value) < (1 << 53) else {"__int__": hex(value)}
@@ -297,16 +307,38 @@ def encode_value(value, refs=None, depth=0):
         return value if math.isfinite(value) else {"__float__": repr(value)}
     if isinstance(value, str):
         return str.__str__(value)
+
+    def enc(v):
+        return encode_value(v, refs, depth + 1, aliases)
+
     if isinstance(value, tuple):
-        return {"__tuple__": [encode_value(v, refs, depth + 1) for v in tuple.__iter__(value)]}
+        fields = _namedtuple_fields(value)
+        members = [enc(v) for v in tuple.__iter__(value)]
+        if fields is not None:
+            return {"__namedtuple__": [_safe_text(type(value).__name__, 80), fields, members]}
+        return {"__tuple__": members}
     if isinstance(value, list):
-        return [encode_value(v, refs, depth + 1) for v in list.__iter__(value)]
+        return [enc(v) for v in list.__iter__(value)]
+    collections = sys.modules.get("collections")
     if isinstance(value, dict):
-        return {"__dict__": [[encode_value(k, refs, depth + 1), encode_value(v, refs, depth + 1)]
-                             for k, v in dict.items(value)]}
-    if isinstance(value, (set, frozenset)):
-        return {"__set__": [encode_value(v, refs, depth + 1) for v in set.__iter__(set(value))]}
-    if isinstance(value, (bytes, bytearray)):
+        pairs = [[enc(k), enc(v)] for k, v in dict.items(value)]
+        if collections is not None:
+            if isinstance(value, collections.Counter):
+                return {"__counter__": pairs}
+            if isinstance(value, collections.OrderedDict):
+                return {"__odict__": pairs}
+            if isinstance(value, collections.defaultdict):
+                return {"__defaultdict__": [_factory(value.default_factory, refs), pairs]}
+        return {"__dict__": pairs}
+    if isinstance(value, frozenset):
+        return {"__frozenset__": [enc(v) for v in frozenset.__iter__(value)]}
+    if isinstance(value, set):
+        return {"__set__": [enc(v) for v in set.__iter__(value)]}
+    if collections is not None and isinstance(value, collections.deque):
+        return {"__deque__": [[enc(v) for v in collections.deque.__iter__(value)], value.maxlen]}
+    if isinstance(value, bytearray):
+        return {"__bytearray__": bytes(value).hex()}
+    if isinstance(value, bytes):
         return {"__bytes__": bytes(value).hex()}
     if isinstance(value, complex):
         return {"__complex__": [encode_value(value.real, refs, depth + 1),
@@ -324,6 +356,42 @@ def encode_value(value, refs=None, depth=0):
     return {"__repr__": _safe_text(value, 200), "__type__": _safe_text(type(value).__name__, 80)}
 
 
+def _namedtuple_fields(value):
+    """A named tuple's field names (its type's `_fields`: identifiers, one per member), else None."""
+    fields = getattr(type(value), "_fields", None)
+    if (type(fields) is tuple and len(fields) == tuple.__len__(value)
+            and all(type(f) is str and f.isidentifier() and not f.startswith("_") for f in fields)):
+        return list(fields)
+    return None
+
+
+# The builtin functions that travel by name (besides the builtin types): those that compute on their
+# arguments alone. Not input, print, open, eval, exec, breakpoint, globals, vars, setattr, ...: decoded
+# in the checker (a value or a default factory the program sends), they would act on the checker itself.
+PURE_BUILTINS = frozenset(("abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format", "hash",
+                           "hex", "isinstance", "issubclass", "iter", "len", "max", "min", "next", "oct", "ord",
+                           "pow", "repr", "round", "sorted", "sum"))
+FACTORY_TYPES = ("Counter", "OrderedDict", "defaultdict", "deque")  # collections types a factory may be
+
+
+def _factory(factory, refs):
+    """A defaultdict's default factory as data: None, a builtin, a collections type, else a reference
+    (when `refs`), else None (the receiver's copy then has no default)."""
+    import builtins
+
+    name = getattr(factory, "__name__", None)
+    if factory is None or not isinstance(name, str) or name.startswith("_"):
+        return None
+    if getattr(builtins, name, None) is factory:
+        return {"__builtin__": name}
+    collections = sys.modules.get("collections")
+    if name in FACTORY_TYPES and collections is not None and getattr(collections, name) is factory:
+        return {"__collections__": name}
+    if refs is not None:
+        return {"__ref__": refs.add(factory), "__type__": "function"}
+    return None
+
+
 def _safe_text(obj, n):
     try:
         return str.__str__(repr(obj))[:n] if not isinstance(obj, str) else str.__str__(obj)[:n]
@@ -331,9 +399,14 @@ def _safe_text(obj, n):
         return "<unprintable>"
 
 
-def decode_value(value, make_ref, budget=None):
+def decode_value(value, make_ref, budget=None, table=None, register=True):
     """Inverse of encode_value for the runner's own processes; `make_ref(id, type)` builds a reference.
-    Bounded: MAX_ELEMENTS members in all, MAX_DEPTH levels; anything malformed raises ValueError."""
+    Bounded: MAX_ELEMENTS members in all, MAX_DEPTH levels; anything malformed raises ValueError.
+    `table`: `{"__alias__": i}` is table[i]; with `register`, each mutable container decoded (list, dict,
+    set, bytearray, deque and the dict types) is appended to it when it starts, in the sender's order (a
+    call's arguments: the same object twice, or inside itself, arrives as one object)."""
+    import collections
+
     budget = budget if budget is not None else [MAX_ELEMENTS]
 
     def members(payload, depth):
@@ -344,21 +417,85 @@ def decode_value(value, make_ref, budget=None):
             raise ValueError("value too large")
         return [dec(v, depth + 1) for v in payload]
 
+    def new(container):
+        if table is not None and register:
+            table.append(container)
+        return container
+
+    def items(payload, depth):
+        """A dict tag's [[key, value], ...], each pair decoded key first (a pair is no list of its own)."""
+        if type(payload) is not list or depth > MAX_DEPTH:
+            raise ValueError("malformed value")
+        budget[0] -= 2 * len(payload)
+        if budget[0] < 0:
+            raise ValueError("value too large")
+        for kv in payload:
+            if type(kv) is not list or len(kv) != 2:
+                raise ValueError("a dict item is a [key, value] pair")
+            k = _key(dec(kv[0], depth + 1))
+            yield k, dec(kv[1], depth + 1)
+
+    def pairs(payload, depth, into):
+        for k, val in items(payload, depth):
+            dict.__setitem__(into, k, val)
+        return into
+
     def dec(v, depth):
         if type(v) is list:
-            return members(v, depth)
+            out = new([])
+            out.extend(members(v, depth))
+            return out
         if type(v) is not dict:
             return v
+        if "__alias__" in v:
+            i = v["__alias__"]
+            if table is None or type(i) is not int or not 0 <= i < len(table):
+                raise ValueError("bad alias")
+            return table[i]
         if "__int__" in v:
             return int(str(v["__int__"]), 16)
         if "__float__" in v:
             return float(str(v["__float__"]))
         if "__tuple__" in v:
             return tuple(members(v["__tuple__"], depth))
+        if "__namedtuple__" in v:
+            name, fields, values = v["__namedtuple__"]
+            return _namedtuple_type(name, fields)(*members(values, depth))
         if "__dict__" in v:
-            return {_key(k): val for k, val in members(v["__dict__"], depth)}
+            return pairs(v["__dict__"], depth, new({}))
+        if "__counter__" in v:
+            return pairs(v["__counter__"], depth, new(collections.Counter()))
+        if "__odict__" in v:
+            out = new(collections.OrderedDict())
+            out.update(items(v["__odict__"], depth))
+            return out
+        if "__defaultdict__" in v:
+            factory, content = v["__defaultdict__"]
+            out = new(collections.defaultdict())
+            out.default_factory = None if factory is None else dec(factory, depth + 1)
+            if out.default_factory is not None and not callable(out.default_factory):
+                raise ValueError("a default factory is callable")
+            return pairs(content, depth, out)
         if "__set__" in v:
-            return set(_key(m) for m in members(v["__set__"], depth))
+            out = new(set())
+            out.update(_key(m) for m in members(v["__set__"], depth))
+            return out
+        if "__frozenset__" in v:
+            return frozenset(_key(m) for m in members(v["__frozenset__"], depth))
+        if "__deque__" in v:
+            content, maxlen = v["__deque__"]
+            if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+                raise ValueError("bad maxlen")
+            out = new(collections.deque(maxlen=maxlen))
+            out.extend(members(content, depth))
+            return out
+        if "__bytearray__" in v:
+            return new(bytearray.fromhex(str(v["__bytearray__"])))
+        if "__collections__" in v:
+            name = str(v["__collections__"])
+            if name not in FACTORY_TYPES:
+                raise ValueError("unknown collections type")
+            return getattr(collections, name)
         if "__bytes__" in v:
             return bytes.fromhex(str(v["__bytes__"]))
         if "__complex__" in v:
@@ -377,9 +514,10 @@ def decode_value(value, make_ref, budget=None):
         if "__builtin__" in v:  # a builtin function or type the test passes (`key=len`, `str`)
             import builtins
             name = str(v["__builtin__"])
-            if not hasattr(builtins, name) or name.startswith("_"):
-                raise ValueError("unknown builtin")
-            return getattr(builtins, name)
+            found = getattr(builtins, name, None) if not name.startswith("_") else None
+            if found is None or not (isinstance(found, type) or name in PURE_BUILTINS):
+                raise ValueError("not a builtin that travels")
+            return found
         raise ValueError("unknown tag")
 
     return dec(value, 0)
@@ -387,6 +525,22 @@ def decode_value(value, make_ref, budget=None):
 
 def _key(k):
     return tuple(_key(x) for x in k) if type(k) is list else k
+
+
+_NAMEDTUPLES = {}  # (type name, fields) -> the class, built once per run
+
+
+def _namedtuple_type(name, fields):
+    """The receiver's own named tuple class for (name, fields); ValueError for a bad spelling."""
+    if type(name) is not str or type(fields) is not list or not all(type(f) is str for f in fields):
+        raise ValueError("bad named tuple")
+    key = (name, tuple(fields))
+    if key not in _NAMEDTUPLES:
+        if len(_NAMEDTUPLES) > 256:
+            raise ValueError("too many named tuple types")
+        import collections
+        _NAMEDTUPLES[key] = collections.namedtuple(name if name.isidentifier() else "namedtuple", fields)
+    return _NAMEDTUPLES[key]
 
 
 # --------------------------------------------------------------------------- in a test process
@@ -599,6 +753,13 @@ def load_header():
     HEADER_NAMES.update((k, v) for k, v in ns.items() if not k.startswith("__"))
     HEADER_BUILTINS.update(builtins.__dict__)
     HEADER_BUILTINS.update(HEADER_NAMES)
+    for name in ("quit", "exit"):  # `site` adds these; test processes run without it (python3 -I -S)
+        HEADER_BUILTINS.setdefault(name, _quit)
+
+
+def _quit(code=None):
+    """`quit()` / `exit()` as `site` defines them: end the program with SystemExit(code)."""
+    raise SystemExit(code)
 
 
 # ------------------------------------------------------------------- assert-style: program side
@@ -644,7 +805,24 @@ class Refs(list):
         return i
 
 
-MUTABLE = (list, dict, set, bytearray)  # arguments whose contents a call may change in place
+def decode_call(req, ref):
+    """(args, kwargs, table) of a call request: `args` [encoded value], `kwargs` [[name, encoded value]],
+    decoded in that order with one budget, `table` their mutable containers in the checker's order
+    (CallArgs)."""
+    args, kwargs = req.get("args", []), req.get("kwargs", [])
+    if type(args) is not list or type(kwargs) is not list or not all(
+            type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in kwargs):
+        raise ValueError("malformed call")
+    table, budget = [], [MAX_ELEMENTS]
+    decoded = [decode_value(a, ref, budget, table) for a in args]
+    named = {k: decode_value(v, ref, budget, table) for k, v in kwargs}
+    return decoded, named, table
+
+
+def container_state(obj, aliases, refs):
+    """What a mutable container of a call's arguments holds after the call: its encoding, each container
+    of the arguments inside it as an alias (so the checker refills its own objects, CallArgs)."""
+    return encode_value(obj, refs, 0, aliases)
 
 
 def _serve_dead(exc):
@@ -695,12 +873,13 @@ def _serve(ns):
             else:
                 target = ref(req.get("ref"), None)
                 if op == "call":
-                    args = decode_value(req.get("args", []), ref)
-                    kwargs = decode_value(req.get("kwargs", {"__dict__": []}), ref)
+                    args, kwargs, table = decode_call(req, ref)
                     result = target(*args, **kwargs)
-                    # what the call left in its list/dict/set arguments goes back, as the checker's own
-                    # objects would have changed had the call run there
-                    after = [encode_value(a, refs) if type(a) in MUTABLE else None for a in args]
+                    # what the call left in every list/dict/set/deque/bytearray of its arguments, at any
+                    # depth and keyword ones too, goes back: the checker's own objects change as they
+                    # would have had the call run there
+                    aliases = {id(c): i for i, c in enumerate(table)}
+                    after = [container_state(c, aliases, refs) for c in table]
                 elif op == "getattr":
                     result = getattr(target, str(req.get("name")))
                 elif op == "iter":
@@ -802,34 +981,14 @@ class _Conn:
             self.remotes[ref_id] = Remote(ref_id, type_name, self)
         return self.remotes[ref_id]
 
-    def _encode(self, value):
-        import builtins
-
-        if isinstance(value, Remote):
-            return {"__ref__": value._id}
-        name = getattr(value, "__name__", None)
-        if isinstance(name, str) and not name.startswith("_") and getattr(builtins, name, None) is value:
-            return {"__builtin__": name}
-        if isinstance(value, (list, tuple, set, frozenset, dict)):
-            if isinstance(value, list):
-                return [self._encode(v) for v in value]
-            if isinstance(value, tuple):
-                return {"__tuple__": [self._encode(v) for v in value]}
-            if isinstance(value, dict):
-                return {"__dict__": [[self._encode(k), self._encode(v)] for k, v in value.items()]}
-            return {"__set__": [self._encode(v) for v in value]}
-        encoded = encode_value(value)
-        if isinstance(encoded, dict) and "__repr__" in encoded:
-            raise TypeError(f"a {type(value).__name__} cannot be passed to the program as plain data")
-        return encoded
-
     def request(self, op, ref_id=None, **fields):
-        msg = {"op": op}
+        msg, call = {"op": op}, None
         if ref_id is not None:
             msg["ref"] = ref_id
         if op == "call":
-            msg["args"] = self._encode(fields["args"])
-            msg["kwargs"] = self._encode(fields["kwargs"])
+            call = CallArgs()
+            msg["args"] = [call.encode(a) for a in fields["args"]]
+            msg["kwargs"] = [[str(k), call.encode(v)] for k, v in fields["kwargs"].items()]
         elif "name" in fields:
             msg["name"] = fields["name"]
         self.calls += 1
@@ -849,30 +1008,115 @@ class _Conn:
         if "dead" in answer:
             raise ProgramGone("gone")
         if "exc" in answer:
-            raise _remote_exception(str(answer["exc"])[:80], str(answer.get("message", ""))[:300])
-        if op == "call" and type(answer.get("after")) is list:
-            self._sync(fields["args"], answer["after"])
+            name = str(answer["exc"])[:80]
+            if name in ("StopIteration", "StopAsyncIteration") and op != "next":
+                # raised by the program's code, not the end of an iteration: as Python does for a
+                # generator (PEP 479), it reaches the test as an error, never as a silent end of the
+                # test code's map()/zip()/for loop
+                name = "RuntimeError"
+                answer = {**answer, "message": f"the program raised {answer['exc']}"}
+            raise _remote_exception(name, str(answer.get("message", ""))[:300])
+        if call is not None and type(answer.get("after")) is list:
+            call.refill(answer["after"], self.remote)
         try:
             return decode_value(answer.get("value"), self.remote)
         except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
             return Remote(-1, "undecodable", self)
 
-    def _sync(self, args, after):
-        """Put what the call left in its list/dict/set arguments into the checker's own objects."""
-        for arg, state in zip(args, after):
-            if state is None or type(arg) not in MUTABLE:
-                continue
-            try:
-                new = decode_value(state, self.remote)
-            except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-                continue
-            if type(new) is not type(arg) and not (type(arg) is bytearray and type(new) is bytes):
-                continue
-            if isinstance(arg, (list, bytearray)):
-                arg[:] = new
-            else:
-                arg.clear()
-                arg.update(new)
+
+class CallArgs:
+    """A call's arguments on their way from the test code to the program and back.
+
+    Encoded in order (positional, then keyword values), every mutable container met at any depth
+    (list, dict and its collections kinds, set, deque, bytearray) is numbered as it starts; met again
+    (the same list twice, a list inside itself) it is sent as `{"__alias__": n}`, so the program gets
+    one object as the test code had one. After the call the program sends each numbered container's
+    contents (`after`, containers inside it as aliases) and `refill` puts them into the test code's own
+    objects, in place: an in-place change to a nested list, a dict's list, a keyword argument or an
+    aliased argument is seen by the test as it would be had the call run in its process. Values are
+    plain data; a builtin (`key=len`) or a collections type travels by name, the program's objects as
+    references; anything else cannot be passed (TypeError in the test code)."""
+
+    def __init__(self):
+        self.table = []
+        self.ids = {}
+
+    def encode(self, value, depth=0):
+        import builtins
+        import collections
+
+        if depth > MAX_DEPTH:
+            raise ValueError("argument nested too deeply")
+        if isinstance(value, Remote):
+            return {"__ref__": value._id}
+        name = getattr(value, "__name__", None)
+        if isinstance(name, str) and not name.startswith("_") and getattr(builtins, name, None) is value:
+            return {"__builtin__": name}
+        if isinstance(value, type) and name in FACTORY_TYPES and getattr(collections, name) is value:
+            return {"__collections__": name}
+        if id(value) in self.ids:
+            return {"__alias__": self.ids[id(value)]}
+        if isinstance(value, (list, dict, set, bytearray, collections.deque)):
+            self.ids[id(value)] = len(self.table)
+            self.table.append(value)
+
+        def enc(v):
+            return self.encode(v, depth + 1)
+
+        if isinstance(value, list):
+            return [enc(v) for v in value]
+        if isinstance(value, tuple):
+            fields = _namedtuple_fields(value)
+            members = [enc(v) for v in value]
+            return ({"__namedtuple__": [type(value).__name__, fields, members]} if fields is not None
+                    else {"__tuple__": members})
+        if isinstance(value, dict):
+            pairs = [[enc(k), enc(v)] for k, v in value.items()]
+            if isinstance(value, collections.Counter):
+                return {"__counter__": pairs}
+            if isinstance(value, collections.OrderedDict):
+                return {"__odict__": pairs}
+            if isinstance(value, collections.defaultdict):
+                factory = value.default_factory
+                if factory is not None:
+                    factory = enc(factory)  # a builtin, a collections type or the program's function
+                return {"__defaultdict__": [factory, pairs]}
+            return {"__dict__": pairs}
+        if isinstance(value, frozenset):
+            return {"__frozenset__": [enc(v) for v in value]}
+        if isinstance(value, set):
+            return {"__set__": [enc(v) for v in value]}
+        if isinstance(value, collections.deque):
+            return {"__deque__": [[enc(v) for v in value], value.maxlen]}
+        encoded = encode_value(value)
+        if isinstance(encoded, dict) and ("__repr__" in encoded or "__ref__" in encoded):
+            raise TypeError(f"a {type(value).__name__} cannot be passed to the program as plain data")
+        return encoded
+
+    def refill(self, after, make_ref):
+        """Put the program's `after` contents into the test code's containers (all decoded first, so a
+        malformed one changes nothing); a state of another kind than its container is ignored."""
+        import collections
+
+        if len(after) != len(self.table):
+            return
+        try:
+            states = [decode_value(a, make_ref, table=self.table, register=False) for a in after]
+        except (ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            return
+        for mine, state in zip(self.table, states):
+            if (isinstance(mine, list) and type(state) is list) or (
+                    isinstance(mine, bytearray) and type(state) is bytearray):
+                mine[:] = state
+            elif isinstance(mine, collections.deque) and isinstance(state, collections.deque):
+                mine.clear()
+                mine.extend(state)
+            elif isinstance(mine, dict) and isinstance(state, dict):
+                mine.clear()
+                (dict.update if isinstance(mine, collections.Counter) else type(mine).update)(mine, state)
+            elif isinstance(mine, set) and isinstance(state, set):
+                mine.clear()
+                mine.update(state)
 
 
 def _remote_exception(name, message):
@@ -890,25 +1134,43 @@ def _remote_exception(name, message):
     return exc
 
 
+def header_helpers(free):
+    """The header names a snippet's test code uses as helpers (module rule in _TestGlobals): those among
+    its free names `free` when it also uses a name the header does not offer (the function under test);
+    none when every free name is the header's (then they are the functions under test: `gcd`)."""
+    free = set(free)
+    under_test = {n for n in free if n not in HEADER_NAMES and n != "solution"}
+    return {n for n in free if n in HEADER_NAMES} if under_test else set()
+
+
 class _TestGlobals(dict):
-    """The test code's namespace, as if it ran after the program in the program's module (HumanEval's
-    and MBPP's harnesses), with the program's objects kept out of the checker: the builtins; the names
+    """The test code's namespace, as if it ran as the main script after the program in the program's
+    module (HumanEval's and MBPP's harnesses; `__name__` is "__main__", so tests under an `if __name__ ==
+    "__main__":` block run), with the program's objects kept out of the checker: the builtins; the names
     the program's code binds to objects of its own, looked up in the program (as references, or plain
     data) when first used; the names it binds to the header's objects (`import math`, `from math import
     gcd`), as the checker's own copies of those objects (so a `math` the program patched is never the
     checker's). A name the program never binds is a NameError, even one the header offers: a program that
-    defines no `add` must not pass tests of `add` with the header's operator.add."""
+    defines no `add` must not pass tests of `add` with the header's operator.add.
 
-    def __init__(self, conn, program_names, header_names=(), bound=None):
+    Header names as helpers: in a snippet that also tests a name the header does not offer (`f`), a header
+    name its test code uses without binding it (`isclose`, `sqrt`, `Counter`) is the header's, as in
+    LiveCodeBench, and never the program's: a program that defines its own `isclose` cannot judge itself
+    (header_helpers). Only `solution.NAME` reaches the program's own object of such a name."""
+
+    def __init__(self, conn, program_names, header_names=(), bound=None, free=()):
         import builtins
 
-        super().__init__(__name__="__tests__", __builtins__=__builtins__)
+        super().__init__(__name__="__main__", __builtins__=__builtins__)
         self.conn = conn
+        helpers = header_helpers(free)
+        self.own = {n for n in program_names if n in helpers}  # the program's objects of helper names
         # the builtins and the header's modules are always the checker's: a program that rebinds `set`,
         # `abs`, `range` or `math` changes nothing in how the test code judges its values
         self.program_names = {n for n in program_names if not hasattr(builtins, n)
-                              and not isinstance(HEADER_NAMES.get(n), types.ModuleType)}
+                              and not isinstance(HEADER_NAMES.get(n), types.ModuleType) and n not in helpers}
         self.update((n, v) for n, v in HEADER_NAMES.items() if isinstance(v, types.ModuleType))
+        self.update((n, HEADER_NAMES[n]) for n in helpers)
         for name in header_names:
             if name in HEADER_NAMES and name not in self.program_names:
                 self[name] = HEADER_NAMES[name]
@@ -934,17 +1196,48 @@ class _SolutionModule(types.ModuleType):
         object.__setattr__(self, "_ns", ns)
 
     def __getattr__(self, name):
+        ns = self._ns
         try:
-            return self._ns[name]
+            if name in ns.own:  # a helper name the program also defines: here, the program's own object
+                return ns.conn.request("name", name=name)
+            return ns[name]
         except KeyError:
             raise AttributeError(name) from None
 
 
-def check_run(units, chan_fd, out):
+ASSERT_TICK = "__klear_assert_ran__"  # called before every assert statement of the test code
+
+
+def counting_asserts(source):
+    """The unit's code compiled with a call of ASSERT_TICK before each of its assert statements, at any
+    depth (a helper function's included), so the checker knows whether a test checked anything."""
+    import ast
+
+    class Tick(ast.NodeTransformer):
+        def visit_Assert(self, node):
+            tick = ast.Expr(ast.Call(ast.Name(ASSERT_TICK, ast.Load()), [], []))
+            return [ast.copy_location(tick, node), node]
+
+    return compile(ast.fix_missing_locations(Tick().visit(ast.parse(source))), "<tests>", "exec")
+
+
+NO_ASSERT_RAN = {"verdict": "wrong_answer", "message": "no assert ran: the test checked nothing"}
+
+
+def check_run(units, chan_fd, out, free=()):
     """Run one snippet's units against the program at the other end of `chan_fd`; write one result line
-    per test unit with `out(obj)`. Never loads the program's code."""
-    units = [(kind, compile(source, "<tests>", "exec")) for kind, source in units]
+    per test unit with `out(obj)`. Never loads the program's code. `free`: the names the snippet uses and
+    does not bind (the host's reading, sandbox/asserts.py), for the header-helper rule (_TestGlobals).
+
+    A test passes when its unit runs to the end having run at least one assert: a unit whose asserts the
+    program kept from running (an empty result its `for` loop or `zip` runs over, a StopIteration, a
+    condition its value decides) checked nothing, and is a wrong answer (NO_ASSERT_RAN)."""
+    units = [(kind, counting_asserts(source)) for kind, source in units]
     conn = _Conn(chan_fd)
+    ran = [0]
+
+    def tick():
+        ran[0] += 1
     test, pending_error, ns = 0, None, None
     try:
         first = conn.chan.recv()
@@ -954,7 +1247,8 @@ def check_run(units, chan_fd, out):
         bound, header = first.get("bound"), first.get("header")
         ns = _TestGlobals(conn, [n for n in names if isinstance(n, str)],
                           [n for n in header if isinstance(n, str)] if type(header) is list else (),
-                          bound if isinstance(bound, dict) else None)
+                          bound if isinstance(bound, dict) else None, free)
+        ns[ASSERT_TICK] = tick
     except OverflowError:
         pending_error = {"gone": "output_limit"}
     except BaseException:
@@ -966,8 +1260,9 @@ def check_run(units, chan_fd, out):
                 out({"test": test, **pending_error})
             else:
                 try:
+                    ran[0] = 0
                     exec(code, ns)
-                    out({"test": test, "ok": True})
+                    out({"test": test, "ok": True} if ran[0] else {"test": test, **NO_ASSERT_RAN})
                 except ProgramGone as exc:
                     out({"test": test, "gone": str(exc)})
                     pending_error = {"gone": str(exc)}
@@ -1007,11 +1302,12 @@ def checker_main(sock):
         try:
             os.lseek(units_fd, 0, os.SEEK_SET)
             with os.fdopen(units_fd, "rb") as fh:
-                units = json.loads(fh.read())
+                job = json.loads(fh.read())
+            free = job.get("free")
 
             def out(obj, fd=res_fd):
                 _write_all(fd, (json.dumps(obj) + "\n").encode())
-            check_run(units, chan_fd, out)
+            check_run(job["units"], chan_fd, out, [n for n in free if type(n) is str] if type(free) is list else ())
         except BaseException:
             try:
                 os.close(chan_fd)
@@ -1045,6 +1341,9 @@ def _test_failure(exc, prefix=""):
 
 
 # --------------------------------------------------------------------------------------- zygote
+# Debian's python3-* packages (the image's sortedcontainers): `site` would put them on the path, and the
+# zygote runs without it; after the standard library, so they never shadow it
+DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 PRELOAD = LCB_MODULES + ("typing",)  # what the header imports, and nothing else: every page the zygote
 #   holds is copied into (page tables) and torn down from (at exit) every test process
 
@@ -1058,6 +1357,8 @@ def zygote_main(sock_fd):
     its status and rusage), b"R" (reap any child), b"P" (ping). PID 1 asks for a spare only after a
     test's cleanup, so no program ever runs beside one."""
     os.umask(0o077)
+    if os.path.isdir(DIST_PACKAGES):
+        sys.path.append(DIST_PACKAGES)
     for name in PRELOAD:
         try:
             __import__(name)
@@ -1491,7 +1792,8 @@ class Runner:
             if pid is not None:
                 check_r, res_w = os.pipe()
                 units_fd = os.memfd_create("units", 0)
-                _write_all(units_fd, json.dumps(test["units"]).encode("utf-8", "surrogateescape"))
+                _write_all(units_fd, json.dumps({"units": test["units"], "free": test.get("free", [])})
+                           .encode("utf-8", "surrogateescape"))
                 checker_before = _proc_cpu(self.checker.pid)
                 try:
                     self.checker.send(b"T", [units_fd, chans[1].fileno(), res_w], start=False)

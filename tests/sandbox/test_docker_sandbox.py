@@ -84,6 +84,9 @@ def assert_healthy(pool):
     ("def add(a, b):\n    return a * b", {"assert_code": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]},
      "wrong_answer", 1),
     ("def add(a, b) return", {"assert_code": "assert add(1, 2) == 3"}, "compile_error", 0),
+    # LeetCode's judge offers sortedcontainers, and its solutions use it: the image carries it
+    ("from sortedcontainers import SortedList\nclass Solution:\n    def kth(self, xs, k):\n"
+     "        return SortedList(xs)[k]", {"fn_name": "kth", "inputs": [[[5, 1, 3], 1]], "outputs": [3]}, "accepted", 1),
 ])
 def test_formats(pool, code, tests, verdict, passed):
     out = run(pool, code, tests=tests)

@@ -259,8 +259,8 @@ def test_assert_style_the_program_patching_math_does_not_reach_the_checker(runne
     code = "import math\nmath.isclose = lambda *a, **k: True\ndef f():\n    return 1.0"
     got, judged = checks(runner, code, "assert math.isclose(f(), 2.0)\nassert isclose(f(), 2.0)\n"
                                        "assert math.isclose(f(), 1.0)")
-    # `isclose`: a header name the program never bound is no name of the program's (NameError)
-    assert judged == ["wrong_answer", "runtime_error", "accepted"]
+    # `isclose` beside the program's `f`: the header's helper (the checker's own), so isclose(1.0, 2.0) fails
+    assert judged == ["wrong_answer", "wrong_answer", "accepted"]
 
 
 HEADER_USER = ("def f(xs: List[int]) -> List[int]:\n"
