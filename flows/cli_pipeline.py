@@ -28,13 +28,16 @@ def pipeline(
                                          "given beside it win"),
     print_config: bool = typer.Option(False, "--print-config", help="Print the settings as a commented YAML "
                                       "file (the demo's defaults) and exit"),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="The model SFT starts from: an HF model "
+                                             "directory, or a pretrained model's name (klear model list), fetched "
+                                             "and cached on first use (default: a tiny random-init model)"),
 ) -> None:
     """The end-to-end pipeline: curate → verify → SFT → difficulty → RL → evaluate, on the bundled data or on
     the sources a --config file names."""
     if print_config:
         print(pipeline_template(), end="")
         return
-    _run_pipeline(store, seed, scale, config)
+    _run_pipeline(store, seed, scale, config, base_model)
 
 
 SOURCES_EXAMPLE = """your own data (with demo: false), each source a PATH or its layout as klear curate reads it:
@@ -57,13 +60,16 @@ def pipeline_template() -> str:
         examples={"sources": SOURCES_EXAMPLE})
 
 
-def _run_pipeline(store: str | None, seed: int | None, scale: float | None, config_file: str | None = None) -> None:
+def _run_pipeline(store: str | None, seed: int | None, scale: float | None, config_file: str | None = None,
+                  base_model: str | None = None) -> None:
     import json
 
     from storage.store import Store
 
     settings = _settings_file(config_file)
     root = store_root(store or settings.get("store"))
+    if base_model is not None:
+        settings["base_model"] = resolve_base_model(base_model)
     config = _pipeline_config(root, seed, scale, settings, config_file)
     quiet_prefect_defaults()
     starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
@@ -92,7 +98,25 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     print(json.dumps(summary), flush=True)  # one line a script can parse (rich would wrap it at the terminal width)
 
 
-PIPELINE_FLAGS = {"demo_scale": "--scale", "seed": "--seed", "store": "--store"}  # field → this command's flag
+PIPELINE_FLAGS = {"demo_scale": "--scale", "seed": "--seed", "store": "--store",
+                  "base_model": "--base-model"}  # field → this command's flag
+
+
+def resolve_base_model(value: str) -> str:
+    """--base-model: a model directory as it is; a pretrained model's name, fetched into the cache (once)."""
+    import sys
+
+    from tasks.models.pretrained import PRETRAINED, FetchError, fetch
+
+    if value not in PRETRAINED:
+        if not os.path.isfile(os.path.join(value, "config.json")):
+            raise UserError(f"--base-model {value}: neither a model directory (no config.json) nor a pretrained "
+                            f"model's name ({', '.join(sorted(PRETRAINED))})")
+        return value
+    try:
+        return str(fetch(value, log=lambda line: print(f"klear: {line}", file=sys.stderr)))
+    except FetchError as e:
+        raise UserError(f"--base-model {value}: {e}") from None
 MAX_SEED = (1 << 63) - 1  # the stages' samplers take 63-bit seeds (tasks/generation/sampling.py); the config
 #   itself has no upper bound, so a larger one would fail stages in
 

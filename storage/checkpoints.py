@@ -1,5 +1,7 @@
-"""Checkpoint identity and lineage. A checkpoint id is `ck-` + a hash of its weight files, so the same
-weights always have the same id. `<dir>/klear_checkpoint.json` records the id and lineage next to the
+"""Checkpoint identity and lineage. A checkpoint id is `ck-` + a hash of its weight files and of what decides
+how those weights read and write text (IDENTITY_FILES: the config, the tokenizer and its chat template, the
+generation config; JSON ones without the library version that wrote them), so the same model always has
+the same id and two models with the same weights but another tokenizer or end-of-turn ids do not. `<dir>/klear_checkpoint.json` records the id and lineage next to the
 weights (so a copied checkpoint keeps its history, and readers take the id from it instead of hashing
 again: recorded_checkpoint_id); the catalog's `checkpoints` table indexes them."""
 from __future__ import annotations
@@ -15,16 +17,39 @@ LINEAGE_FILE = "klear_checkpoint.json"
 STAGES = ("base", "sft", "rl")
 
 
+IDENTITY_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                  "special_tokens_map.json", "chat_template.jinja", "tokenizer.model", "vocab.json", "merges.txt")
+VOLATILE_KEYS = ("transformers_version", "_from_model_config")  # which library wrote it, not what it says
+
+
 def _weight_files(path: str | Path) -> list[Path]:
     return sorted(Path(path).glob("*.safetensors")) or sorted(Path(path).glob("*.bin"))
 
 
+def _identity_files(path: str | Path) -> list[Path]:
+    return [Path(path) / n for n in IDENTITY_FILES if (Path(path) / n).is_file()]
+
+
+def _content_hash(f: Path) -> str:
+    """A JSON file's canonical content without VOLATILE_KEYS, else the file's bytes."""
+    if f.suffix == ".json":
+        try:
+            value = json.loads(f.read_text())
+            if isinstance(value, dict):
+                return hash_json({k: v for k, v in value.items() if k not in VOLATILE_KEYS})
+        except (OSError, ValueError):
+            pass
+    return hash_file(str(f))
+
+
 def checkpoint_id(path: str | Path) -> str:
-    """The id by hashing every weight file (seconds for a large model); recorded_checkpoint_id reads it."""
+    """The id by hashing every weight file (seconds for a large model) and the identity files (module
+    docstring); recorded_checkpoint_id reads it."""
     files = _weight_files(path)
     if not files:
         raise ValueError(f"{path}: no model weights (*.safetensors) found")
-    return short_id("ck", hash_json([hash_file(str(f)) for f in files]))
+    return short_id("ck", hash_json({"weights": [hash_file(str(f)) for f in files],
+                                     "files": {f.name: _content_hash(f) for f in _identity_files(path)}}))
 
 
 def read_lineage(path: str | Path) -> dict[str, Any] | None:
@@ -33,10 +58,10 @@ def read_lineage(path: str | Path) -> dict[str, Any] | None:
 
 
 def recorded_checkpoint_id(path: str | Path) -> str:
-    """checkpoint_id(path), read from the lineage file when it records one and no weight file is newer
-    than it; else hashed. describe_checkpoint writes the file after the weights, so a newer weight file
-    means weights written since (a resumed run's), which the recorded id may not name."""
-    lineage, files = Path(path) / LINEAGE_FILE, _weight_files(path)
+    """checkpoint_id(path), read from the lineage file when it records one and no weight or identity file
+    is newer than it; else hashed. describe_checkpoint writes the file after the model, so a newer file
+    means a model written since (a resumed run's, a replaced tokenizer), which the recorded id may not name."""
+    lineage, files = Path(path) / LINEAGE_FILE, _weight_files(path) + _identity_files(path)
     try:
         if files and max(f.stat().st_mtime_ns for f in files) <= lineage.stat().st_mtime_ns:
             recorded = json.loads(lineage.read_text()).get("id")

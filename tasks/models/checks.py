@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 import zipfile
 from pathlib import Path
 
@@ -65,12 +66,33 @@ def _check_config(p: Path, deep: bool) -> None:
         raise ModelDirError(f"{cfg}: no 'model_type' (not a Hugging Face model config)")
     if not deep:
         return
+    import_model_classes(value["model_type"])
     from transformers import AutoConfig
 
     try:
         AutoConfig.from_pretrained(str(p))
     except Exception as e:  # unknown model_type, a field of the wrong type, ...: transformers' many types
         raise ModelDirError(f"{cfg}: not a usable model config ({_first_line(e)})") from None
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def import_model_classes(model_type: str) -> None:
+    """Import transformers' Auto classes and the config and causal-LM classes of `model_type`, one thread at
+    a time. transformers' lazy module can fail (`Could not import module 'LlamaConfig'`, `cannot import name
+    'AutoConfig'`) when two threads import through it at the same moment (a stage's engine and its progress or Prefect threads); every model load goes through
+    the deep check, which calls this first. An unknown model type is left to AutoConfig's own error."""
+    with _IMPORT_LOCK:
+        import transformers
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401 (imported: ready)
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        for names in (CONFIG_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+            found = names.get(model_type, ())
+            for cls in found if isinstance(found, tuple) else (found,):
+                getattr(transformers, cls)
 
 
 def check_weights(p: Path) -> None:

@@ -54,3 +54,35 @@ def test_no_weights_is_still_an_error(tmp_path):
     (tmp_path / "m" / LINEAGE_FILE).write_text('{"id": "ck-0123456789abcdef"}')
     with pytest.raises(ValueError, match="no model weights"):
         recorded_checkpoint_id(tmp_path / "m")
+
+
+def test_the_id_covers_the_tokenizer_chat_template_and_generation_config(tmp_path):
+    """Two models with the same weights but another tokenizer, chat template or end-of-turn ids are two
+    checkpoints; the library version that wrote a JSON file is no part of the id."""
+    base = tmp_path / "a"
+    _weights(base, b"w1")
+    (base / "tokenizer.json").write_text('{"model": {"vocab": {"a": 0}}}')
+    (base / "generation_config.json").write_text('{"eos_token_id": 2, "transformers_version": "5.19.0"}')
+    first = checkpoint_id(base)
+    for name, text in [("tokenizer.json", '{"model": {"vocab": {"b": 0}}}'), ("chat_template.jinja", "{{ x }}"),
+                       ("generation_config.json", '{"eos_token_id": [2, 0], "transformers_version": "5.19.0"}')]:
+        other = tmp_path / f"b-{name}"
+        _weights(other, b"w1")
+        for f in ("tokenizer.json", "generation_config.json"):
+            (other / f).write_text((base / f).read_text())
+        (other / name).write_text(text)
+        assert checkpoint_id(other) != first, name
+    same = tmp_path / "c"
+    _weights(same, b"w1")
+    (same / "tokenizer.json").write_text((base / "tokenizer.json").read_text())
+    (same / "generation_config.json").write_text('{"eos_token_id": 2, "transformers_version": "5.20.0"}')
+    assert checkpoint_id(same) == first
+
+
+def test_a_tokenizer_newer_than_the_lineage_file_is_hashed(tmp_path):
+    _weights(tmp_path / "m", b"w1")
+    old = describe_checkpoint(tmp_path / "m", "base", None, None, {})["id"]
+    (tmp_path / "m" / "tokenizer.json").write_text("{}")
+    t = (tmp_path / "m" / LINEAGE_FILE).stat().st_mtime_ns
+    os.utime(tmp_path / "m" / "tokenizer.json", ns=(t + 10**9, t + 10**9))
+    assert recorded_checkpoint_id(tmp_path / "m") == checkpoint_id(tmp_path / "m") != old
