@@ -88,6 +88,7 @@ class Snippet:
     units: tuple[tuple[str, str], ...]
     calls: tuple[Call, ...] | None = None
     free: tuple[str, ...] = ()  # the names it uses and does not bind (program_names): the checker's header rule
+    tested: tuple[str, ...] = ()  # the free names it tests directly (tested_names): never a header helper
 
     @property
     def tests(self) -> int:
@@ -234,7 +235,42 @@ def split_snippet(code: str, header: frozenset[str] = frozenset()) -> Snippet:
     names = program_names(tree, header)
     if not names:
         raise UnjudgeableAssert("never uses a name the program defines: it tests nothing of the program")
-    return Snippet(units, plain_calls(tree, names), tuple(sorted(names)))
+    return Snippet(units, plain_calls(tree, names), tuple(sorted(names)), tuple(sorted(tested_names(tree, names))))
+
+
+def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
+    """Free names an assert tests directly: the assert's subject is a call `N(args)` (the whole test, the
+    operand of `not`, or a side of a comparison whose other sides call no free name) and its arguments use
+    no free name: `assert count([1, 0, 1]) == 2` tests `count`, while in `assert isclose(f(x), 2.5)` or
+    `assert f(2) == sqrt(4)` the header's `isclose` and `sqrt` are helpers. The checker keeps a tested
+    name the program's even where the header offers one (sandbox/runner.py header_helpers)."""
+    program = set(free) | {(a.asname or a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                           and n.module == "solution" and not n.level for a in n.names}
+
+    def uses_free(node: ast.AST) -> bool:  # a name of the program's: free, or imported from `solution`
+        return any(isinstance(n, ast.Name) and n.id in program for n in ast.walk(node))
+
+    def calls_free(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in free
+                   for n in ast.walk(node))
+
+    def subject(node: ast.expr) -> str | None:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in free
+                and not any(uses_free(a) for a in [*node.args, *(k.value for k in node.keywords)])):
+            return node.func.id
+        return None
+
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assert):
+            continue
+        test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) else node.test
+        sides = [test.left, *test.comparators] if isinstance(test, ast.Compare) else [test]
+        for i, side in enumerate(sides):
+            others = sides[:i] + sides[i + 1:]
+            if (name := subject(side)) and not any(calls_free(o) for o in others):
+                found.add(name)
+    return found
 
 
 def _literal(node: ast.expr):

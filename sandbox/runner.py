@@ -399,12 +399,14 @@ def _safe_text(obj, n):
         return "<unprintable>"
 
 
-def decode_value(value, make_ref, budget=None, table=None, register=True):
+def decode_value(value, make_ref, budget=None, table=None, register=True, any_builtin=False):
     """Inverse of encode_value for the runner's own processes; `make_ref(id, type)` builds a reference.
     Bounded: MAX_ELEMENTS members in all, MAX_DEPTH levels; anything malformed raises ValueError.
     `table`: `{"__alias__": i}` is table[i]; with `register`, each mutable container decoded (list, dict,
     set, bytearray, deque and the dict types) is appended to it when it starts, in the sender's order (a
-    call's arguments: the same object twice, or inside itself, arrives as one object)."""
+    call's arguments: the same object twice, or inside itself, arrives as one object). A builtin travels by
+    name: a type or one of PURE_BUILTINS, any builtin with `any_builtin` (the program decoding the test
+    code's arguments, `apply(print, 3)`)."""
     import collections
 
     budget = budget if budget is not None else [MAX_ELEMENTS]
@@ -460,7 +462,10 @@ def decode_value(value, make_ref, budget=None, table=None, register=True):
             return tuple(members(v["__tuple__"], depth))
         if "__namedtuple__" in v:
             name, fields, values = v["__namedtuple__"]
-            return _namedtuple_type(name, fields)(*members(values, depth))
+            parts = members(values, depth)
+            budget[0] -= len(fields) if type(fields) is list else 0
+            kind = _namedtuple_type(name, fields) if len(parts) == (len(fields) if type(fields) is list else -1) else None
+            return kind(*parts) if kind is not None else tuple(parts)
         if "__dict__" in v:
             return pairs(v["__dict__"], depth, new({}))
         if "__counter__" in v:
@@ -515,7 +520,7 @@ def decode_value(value, make_ref, budget=None, table=None, register=True):
             import builtins
             name = str(v["__builtin__"])
             found = getattr(builtins, name, None) if not name.startswith("_") else None
-            if found is None or not (isinstance(found, type) or name in PURE_BUILTINS):
+            if found is None or not (any_builtin or isinstance(found, type) or name in PURE_BUILTINS):
                 raise ValueError("not a builtin that travels")
             return found
         raise ValueError("unknown tag")
@@ -527,20 +532,27 @@ def _key(k):
     return tuple(_key(x) for x in k) if type(k) is list else k
 
 
-_NAMEDTUPLES = {}  # (type name, fields) -> the class, built once per run
+NAMEDTUPLES = {}  # (type name, fields) -> the class; emptied at the start of every run (check_run)
+MAX_NAMEDTUPLE_TYPES, MAX_NAMEDTUPLE_FIELDS = 64, 64
 
 
 def _namedtuple_type(name, fields):
-    """The receiver's own named tuple class for (name, fields); ValueError for a bad spelling."""
-    if type(name) is not str or type(fields) is not list or not all(type(f) is str for f in fields):
-        raise ValueError("bad named tuple")
+    """The receiver's own named tuple class for (name, fields), or None (then the value is a plain tuple):
+    a spelling namedtuple refuses, too many fields, or more types than a run may make. The classes live
+    for one run, so no program's types reach the next."""
+    if (type(name) is not str or type(fields) is not list or len(fields) > MAX_NAMEDTUPLE_FIELDS
+            or not all(type(f) is str and len(f) <= 80 for f in fields) or len(name) > 80):
+        return None
     key = (name, tuple(fields))
-    if key not in _NAMEDTUPLES:
-        if len(_NAMEDTUPLES) > 256:
-            raise ValueError("too many named tuple types")
+    if key not in NAMEDTUPLES:
+        if len(NAMEDTUPLES) >= MAX_NAMEDTUPLE_TYPES:
+            return None
         import collections
-        _NAMEDTUPLES[key] = collections.namedtuple(name if name.isidentifier() else "namedtuple", fields)
-    return _NAMEDTUPLES[key]
+        try:
+            NAMEDTUPLES[key] = collections.namedtuple(name if name.isidentifier() else "namedtuple", fields)
+        except Exception:  # a keyword, a duplicate (after normalisation), a leading underscore, ...
+            NAMEDTUPLES[key] = None
+    return NAMEDTUPLES[key]
 
 
 # --------------------------------------------------------------------------- in a test process
@@ -814,9 +826,33 @@ def decode_call(req, ref):
             type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in kwargs):
         raise ValueError("malformed call")
     table, budget = [], [MAX_ELEMENTS]
-    decoded = [decode_value(a, ref, budget, table) for a in args]
-    named = {k: decode_value(v, ref, budget, table) for k, v in kwargs}
+    decoded = [decode_value(a, ref, budget, table, any_builtin=True) for a in args]
+    named = {k: decode_value(v, ref, budget, table, any_builtin=True) for k, v in kwargs}
     return decoded, named, table
+
+
+def shallow(container):
+    """What a container holds, by identity: equal before and after a call when the call changed nothing in
+    it (a change inside a member container is that container's own); a set reordered by the call counts as
+    changed (then its state is sent for nothing). Holds references, so no id is reused meanwhile."""
+    if isinstance(container, bytearray):
+        return bytes(container)
+    if isinstance(container, dict):
+        return _Same([r for kv in dict.items(container) for r in kv])  # keys and values, in order
+    return _Same(list(container))
+
+
+class _Same:
+    """References compared by identity, never by the members' own __eq__ (the program's)."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, refs):
+        self.refs = refs
+
+    def __eq__(self, other):
+        return (isinstance(other, _Same) and len(self.refs) == len(other.refs)
+                and all(a is b for a, b in zip(self.refs, other.refs)))
 
 
 def container_state(obj, aliases, refs):
@@ -874,12 +910,14 @@ def _serve(ns):
                 target = ref(req.get("ref"), None)
                 if op == "call":
                     args, kwargs, table = decode_call(req, ref)
+                    before = [shallow(c) for c in table]
                     result = target(*args, **kwargs)
-                    # what the call left in every list/dict/set/deque/bytearray of its arguments, at any
-                    # depth and keyword ones too, goes back: the checker's own objects change as they
-                    # would have had the call run there
+                    # what the call left in every list/dict/set/deque/bytearray of its arguments that it
+                    # changed, at any depth and keyword ones too, goes back: the checker's own objects
+                    # change as they would have had the call run there
                     aliases = {id(c): i for i, c in enumerate(table)}
-                    after = [container_state(c, aliases, refs) for c in table]
+                    after = [None if shallow(c) == old else container_state(c, aliases, refs)
+                             for c, old in zip(table, before)]
                 elif op == "getattr":
                     result = getattr(target, str(req.get("name")))
                 elif op == "iter":
@@ -1001,10 +1039,15 @@ class _Conn:
             raise ProgramGone("gone") from None
         if not isinstance(answer, dict):
             raise ProgramGone("gone")
-        if answer.get("stop"):
-            raise StopIteration
-        if answer.get("missing"):
-            raise KeyError(fields.get("name"))
+        # the end of an iteration answers only `next`, a missing name only `name`: the program writes the
+        # channel itself if it likes, and a `stop` forged in answer to a call would end the test code's
+        # map()/zip() as a StopIteration does
+        if answer.get("stop") or answer.get("missing"):
+            if answer.get("stop") and op == "next":
+                raise StopIteration
+            if answer.get("missing") and op == "name":
+                raise KeyError(fields.get("name"))
+            raise ProgramGone("gone")
         if "dead" in answer:
             raise ProgramGone("gone")
         if "exc" in answer:
@@ -1079,7 +1122,10 @@ class CallArgs:
             if isinstance(value, collections.defaultdict):
                 factory = value.default_factory
                 if factory is not None:
-                    factory = enc(factory)  # a builtin, a collections type or the program's function
+                    try:  # a builtin, a collections type or the program's function travel
+                        factory = enc(factory)
+                    except TypeError:  # the test code's own function (a lambda) cannot: no default there
+                        factory = None
                 return {"__defaultdict__": [factory, pairs]}
             return {"__dict__": pairs}
         if isinstance(value, frozenset):
@@ -1134,13 +1180,15 @@ def _remote_exception(name, message):
     return exc
 
 
-def header_helpers(free):
+def header_helpers(free, tested=()):
     """The header names a snippet's test code uses as helpers (module rule in _TestGlobals): those among
-    its free names `free` when it also uses a name the header does not offer (the function under test);
-    none when every free name is the header's (then they are the functions under test: `gcd`)."""
+    its free names `free` when it also uses a name the header does not offer (the function under test, or
+    the program's module `solution`), less those it tests directly (`tested`: sandbox/asserts.py
+    tested_names, `assert count([1, 2]) == 2`); none when every free name is the header's (then they are
+    the functions under test: `gcd`)."""
     free = set(free)
-    under_test = {n for n in free if n not in HEADER_NAMES and n != "solution"}
-    return {n for n in free if n in HEADER_NAMES} if under_test else set()
+    under_test = {n for n in free if n not in HEADER_NAMES}
+    return {n for n in free if n in HEADER_NAMES} - set(tested) if under_test else set()
 
 
 class _TestGlobals(dict):
@@ -1158,12 +1206,12 @@ class _TestGlobals(dict):
     LiveCodeBench, and never the program's: a program that defines its own `isclose` cannot judge itself
     (header_helpers). Only `solution.NAME` reaches the program's own object of such a name."""
 
-    def __init__(self, conn, program_names, header_names=(), bound=None, free=()):
+    def __init__(self, conn, program_names, header_names=(), bound=None, free=(), tested=()):
         import builtins
 
         super().__init__(__name__="__main__", __builtins__=__builtins__)
         self.conn = conn
-        helpers = header_helpers(free)
+        helpers = header_helpers(free, tested)
         self.own = {n for n in program_names if n in helpers}  # the program's objects of helper names
         # the builtins and the header's modules are always the checker's: a program that rebinds `set`,
         # `abs`, `range` or `math` changes nothing in how the test code judges its values
@@ -1209,30 +1257,46 @@ ASSERT_TICK = "__klear_assert_ran__"  # called before every assert statement of 
 
 
 def counting_asserts(source):
-    """The unit's code compiled with a call of ASSERT_TICK before each of its assert statements, at any
-    depth (a helper function's included), so the checker knows whether a test checked anything."""
+    """(code, checks_by_absence): the unit's code compiled with a call of ASSERT_TICK before each of its
+    assert statements, at any depth (a helper function's included), so the checker knows whether a test
+    checked anything; and whether the unit holds a check that passes by not running: an assert of a
+    constant false value (`assert False`, `assert 0, "msg"`) or a `raise AssertionError`, as in
+    `try: f(-1); assert False` / `except ValueError: pass` or `if f(3) != 3: assert False`."""
     import ast
+
+    absent = [False]
 
     class Tick(ast.NodeTransformer):
         def visit_Assert(self, node):
+            if isinstance(node.test, ast.Constant) and not node.test.value:
+                absent[0] = True
             tick = ast.Expr(ast.Call(ast.Name(ASSERT_TICK, ast.Load()), [], []))
             return [ast.copy_location(tick, node), node]
 
-    return compile(ast.fix_missing_locations(Tick().visit(ast.parse(source))), "<tests>", "exec")
+        def visit_Raise(self, node):
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "AssertionError":
+                absent[0] = True
+            return node
+
+    tree = ast.fix_missing_locations(Tick().visit(ast.parse(source)))
+    return compile(tree, "<tests>", "exec"), absent[0]
 
 
 NO_ASSERT_RAN = {"verdict": "wrong_answer", "message": "no assert ran: the test checked nothing"}
 
 
-def check_run(units, chan_fd, out, free=()):
+def check_run(units, chan_fd, out, free=(), tested=()):
     """Run one snippet's units against the program at the other end of `chan_fd`; write one result line
     per test unit with `out(obj)`. Never loads the program's code. `free`: the names the snippet uses and
     does not bind (the host's reading, sandbox/asserts.py), for the header-helper rule (_TestGlobals).
 
     A test passes when its unit runs to the end having run at least one assert: a unit whose asserts the
     program kept from running (an empty result its `for` loop or `zip` runs over, a StopIteration, a
-    condition its value decides) checked nothing, and is a wrong answer (NO_ASSERT_RAN)."""
-    units = [(kind, counting_asserts(source)) for kind, source in units]
+    condition its value decides) checked nothing, and is a wrong answer (NO_ASSERT_RAN); unless the unit
+    checks by a failure's absence (counting_asserts: an expected exception, `if …: assert False`)."""
+    NAMEDTUPLES.clear()
+    units = [(kind, *counting_asserts(source)) for kind, source in units]
     conn = _Conn(chan_fd)
     ran = [0]
 
@@ -1247,14 +1311,14 @@ def check_run(units, chan_fd, out, free=()):
         bound, header = first.get("bound"), first.get("header")
         ns = _TestGlobals(conn, [n for n in names if isinstance(n, str)],
                           [n for n in header if isinstance(n, str)] if type(header) is list else (),
-                          bound if isinstance(bound, dict) else None, free)
+                          bound if isinstance(bound, dict) else None, free, tested)
         ns[ASSERT_TICK] = tick
     except OverflowError:
         pending_error = {"gone": "output_limit"}
     except BaseException:
         pending_error = {"gone": "gone"}
     sys.modules["solution"] = ns["solution"] if ns is not None else types.ModuleType("solution")
-    for kind, code in units:
+    for kind, code, by_absence in units:
         if kind == "test":
             if pending_error is not None:
                 out({"test": test, **pending_error})
@@ -1262,7 +1326,7 @@ def check_run(units, chan_fd, out, free=()):
                 try:
                     ran[0] = 0
                     exec(code, ns)
-                    out({"test": test, "ok": True} if ran[0] else {"test": test, **NO_ASSERT_RAN})
+                    out({"test": test, "ok": True} if ran[0] or by_absence else {"test": test, **NO_ASSERT_RAN})
                 except ProgramGone as exc:
                     out({"test": test, "gone": str(exc)})
                     pending_error = {"gone": str(exc)}
@@ -1303,11 +1367,12 @@ def checker_main(sock):
             os.lseek(units_fd, 0, os.SEEK_SET)
             with os.fdopen(units_fd, "rb") as fh:
                 job = json.loads(fh.read())
-            free = job.get("free")
+            free, tested = (job.get(k) if type(job.get(k)) is list else [] for k in ("free", "tested"))
 
             def out(obj, fd=res_fd):
                 _write_all(fd, (json.dumps(obj) + "\n").encode())
-            check_run(job["units"], chan_fd, out, [n for n in free if type(n) is str] if type(free) is list else ())
+            check_run(job["units"], chan_fd, out, [n for n in free if type(n) is str],
+                      [n for n in tested if type(n) is str])
         except BaseException:
             try:
                 os.close(chan_fd)
@@ -1792,7 +1857,8 @@ class Runner:
             if pid is not None:
                 check_r, res_w = os.pipe()
                 units_fd = os.memfd_create("units", 0)
-                _write_all(units_fd, json.dumps({"units": test["units"], "free": test.get("free", [])})
+                _write_all(units_fd, json.dumps({"units": test["units"], "free": test.get("free", []),
+                                                 "tested": test.get("tested", [])})
                            .encode("utf-8", "surrogateescape"))
                 checker_before = _proc_cpu(self.checker.pid)
                 try:

@@ -73,7 +73,7 @@ def _assert_run(snippet) -> dict:
         from sandbox.runner import encode_value
 
         return {"calls": [[c.name, encode_value(list(c.args))] for c in snippet.calls]}
-    return {"units": [list(u) for u in snippet.units], "free": list(snippet.free)}
+    return {"units": [list(u) for u in snippet.units], "free": list(snippet.free), "tested": list(snippet.tested)}
 
 
 def _text(value: Any, what: str) -> str:

@@ -147,3 +147,73 @@ def test_a_default_factory_that_would_act_on_the_checker_does_not_travel(runner,
     code = f"from collections import defaultdict\ndef groups():\n    return defaultdict({factory})\n"
     got, judged = checks(runner, code, "assert groups()['x'] is not None")
     assert judged == ["runtime_error"], got
+
+
+# ------------------------------------------------ a second pass as the policy: the neighbours of each class
+TAKEOVER = r'''
+import os, json, socket
+def _answer_everything(first, answer):
+    """Write the channel itself: `first` now, then `answer` to every request."""
+    s = socket.socket(fileno=5)
+    f = s.makefile("rb")
+    s.sendall((json.dumps(first) + "\n").encode())
+    while True:
+        line = f.readline()
+        if not line:
+            os._exit(0)
+        s.sendall((json.dumps(answer) + "\n").encode())
+'''
+
+
+@pytest.mark.parametrize("tests", ["assert all(map(is_prime, [2, 3, 5, 7]))",
+                                   "assert not any(map(is_prime, [4, 6, 8]))"])
+def test_a_forged_end_of_iteration_in_answer_to_a_call_is_no_pass(runner, tests):
+    hostile = TAKEOVER + "def is_prime(n):\n    _answer_everything({'stop': True}, {'stop': True})\n"
+    assert checks(runner, hostile, tests)[1] != ["accepted"]
+
+
+@pytest.mark.parametrize("tests", [
+    "try:\n    f(-1)\n    assert False\nexcept ValueError:\n    pass",
+    "try:\n    f(-1)\nexcept ValueError:\n    pass\nelse:\n    assert False",
+    "if f(3) != 3:\n    assert False, 'bad'",
+], ids=["try-assert-false", "try-else", "if-assert-false"])
+def test_a_test_that_checks_by_a_failures_absence_passes_an_honest_program(runner, tests):
+    honest = "def f(x):\n    if x < 0:\n        raise ValueError('neg')\n    return x\n"
+    assert checks(runner, honest, tests)[1] == ["accepted"]
+    assert checks(runner, "def f(x):\n    return 0\n", tests)[1] != ["accepted"]  # its hostile twin
+
+
+def test_named_tuple_types_of_one_run_never_reach_the_next(runner):
+    flood = "from collections import namedtuple\ndef f():\n    return [namedtuple('T%d' % i, 'a')(i) for i in range(300)]\n"
+    checks(runner, flood, "assert f() == [1]")
+    honest = "from collections import namedtuple\nQ = namedtuple('Q', 'u v')\ndef p():\n    return Q(1, 2)\n"
+    assert checks(runner, honest, "assert p() == (1, 2) and p().v == 2")[1] == ["accepted"]
+
+
+def test_a_large_nested_argument_the_call_leaves_alone_is_not_sent_back(runner):
+    honest = "def f(edges):\n    return len(edges)\n"
+    assert checks(runner, honest, "assert f([[i, i + 1] for i in range(30000)]) == 30000")[1] == ["accepted"]
+
+
+def test_a_defaultdict_with_the_tests_own_factory_travels_without_it(runner):
+    tests = "d = defaultdict(lambda: 0)\nd['a'] += 2\nassert total(d) == 2"
+    assert checks(runner, "def total(d):\n    return sum(d.values())\n", tests)[1] == ["accepted"]
+
+
+@pytest.mark.parametrize("tests", ["from solution import f\nassert isclose(f(), 2.0)",
+                                   "import solution\nassert isclose(solution.f(), 2.0)"])
+def test_importing_the_solution_keeps_header_helpers_the_headers(runner, tests):
+    hostile = "def isclose(*a, **k):\n    return True\ndef f():\n    return 1.0\n"
+    assert checks(runner, hostile, tests)[1] == ["wrong_answer"]
+    assert checks(runner, "def f():\n    return 2.0\n", tests)[1] == ["accepted"]
+
+
+def test_a_header_named_function_tested_directly_is_the_programs(runner):
+    assert checks(runner, "def gcd(a, b):\n    return 1\ndef lcm_list(xs):\n    return 6\n",
+                  "assert gcd(12, 18) == 6\nassert lcm_list([2, 3]) == 6")[1] == ["wrong_answer", "accepted"]
+    assert checks(runner, "def count(lst):\n    return sum(lst)\ndef total(x):\n    return x\n",
+                  "assert count([True, False, True]) == 2\nassert total(3) == 3")[1] == ["accepted", "accepted"]
+
+
+def test_a_builtin_function_the_test_passes_reaches_the_program(runner):
+    assert checks(runner, "def apply(f, x):\n    return x\n", "assert apply(print, 3) == 3")[1] == ["accepted"]

@@ -50,7 +50,7 @@ def test_assert_style_is_split_into_setup_and_test_units():
     assert s.mode == ASSERT and len(s) == 2 and s.outputs is None and s.fn_name is None
     assert s.inputs == (AssertTest(0, 0, "assert f(1) == 2, 'message'"), AssertTest(0, 1, "assert f(x) == 4"))
     assert s.programs == (Snippet((("setup", "x = 2"), ("test", "assert f(1) == 2, 'message'"),
-                                   ("test", "assert f(x) == 4")), free=("f",)),)
+                                   ("test", "assert f(x) == 4")), free=("f",), tested=("f",)),)
     assert s.programs[0].tests == 2
 
 
@@ -155,9 +155,9 @@ def test_plan_of_a_multi_snippet_assert_suite_runs_each_needed_snippet_once():
                                      "assert f(1) == 'SECRET1', 'm'\nassert f(2) == 'SECRET2', 'm'",
                                      "assert f(3) == 'SECRET3', 'm'"]})  # messages: not plain calls
     assert len(s) == 4
-    run = [{"units": [list(u) for u in p.units], "free": ["f"]} for p in s.programs]
+    run = [{"units": [list(u) for u in p.units], "free": ["f"], "tested": ["f"]} for p in s.programs]
     assert run[1] == {"units": [["test", "assert f(1) == 'SECRET1', 'm'"], ["test", "assert f(2) == 'SECRET2', 'm'"]],
-                      "free": ["f"]}
+                      "free": ["f"], "tested": ["f"]}
     tests, runs = s.plan([1, 2, 3])
     assert tests == [run[1], run[2]]
     assert runs == [0, 0, 1]  # tests 1 and 2 share snippet 1's run
@@ -172,7 +172,7 @@ def test_assert_style_plan_holds_the_test_code_only_as_units():
     # The expected values do go to the runner (the checker runs the test code), but as units of test
     # code only: nothing else of the row travels in a run.
     s = parse_test_suite({"assert_code": "assert f(1) == 2, 'm'"})
-    assert s.plan([0]) == ([{"units": [["test", "assert f(1) == 2, 'm'"]], "free": ["f"]}], [0])
+    assert s.plan([0]) == ([{"units": [["test", "assert f(1) == 2, 'm'"]], "free": ["f"], "tested": ["f"]}], [0])
 
 
 def test_plain_call_asserts_send_only_the_calls():

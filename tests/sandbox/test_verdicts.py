@@ -241,9 +241,9 @@ def test_prepare_assert_style_sends_units_and_maps_tests_to_runs():
     tests = {"assert_code": ["assert f(1) == 1, \'m\'", "x = 2\nassert f(x) == 2\nassert f(3) == 3, 'm'"]}
     p = prepare({"id": "r", "code": "def f(x): return x", "tests": tests})
     assert p.job["mode"] == "assert" and p.indices == [0, 1, 2] and p.runs == [0, 1, 1]
-    assert p.job["tests"] == [{"units": [["test", "assert f(1) == 1, \'m\'"]], "free": ["f"]},
+    assert p.job["tests"] == [{"units": [["test", "assert f(1) == 1, \'m\'"]], "free": ["f"], "tested": ["f"]},
                               {"units": [["setup", "x = 2"], ["test", "assert f(x) == 2"],
-                                         ["test", "assert f(3) == 3, \'m\'"]], "free": ["f"]}]
+                                         ["test", "assert f(3) == 3, \'m\'"]], "free": ["f"], "tested": ["f"]}]
     assert p.job["code"] == "def f(x): return x" and p.job["fn_name"] is None
 
 
