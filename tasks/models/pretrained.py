@@ -13,7 +13,8 @@ tokenizer_config), a generation config whose eos ids are the tokenizer's end-of-
 tokens, and MANIFEST (klear_model.json: name, source, GGUF sha256, licence, quantisation).
 
 Cache: a fetched model is converted once into the cache (`model_cache_dir()`: $KLEAR_MODEL_CACHE, else
-~/.cache/klear/models) under its name; a later fetch of the same name finds the manifest and is instant.
+~/.cache/klear/models) under its name; a later fetch of the same name finds the manifest (of this
+CONVERSION) and is instant.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = "klear_model.json"
+CONVERSION = 2  # bump when a conversion's output changes: a cached model of another conversion is made again
 HUB_TIMEOUT_S = 10  # a Hub that does not answer within this is taken as absent (offline machines)
 
 
@@ -102,7 +104,8 @@ def fetch(name: str, out: str | Path | None = None, hub: bool = True, log=print)
         raise FetchError(f"unknown model {name!r} (known: {', '.join(sorted(PRETRAINED))})")
     spec = PRETRAINED[name]
     cached = model_cache_dir() / name
-    if (read_manifest(cached) or {}).get("name") != name:
+    found = read_manifest(cached) or {}
+    if found.get("name") != name or found.get("conversion") != CONVERSION:
         _convert_into(spec, cached, hub, log)
     if out is None or Path(out).resolve() == cached.resolve():
         return cached
@@ -196,14 +199,17 @@ def import_gguf(gguf: str | Path, out: str | Path, manifest: dict | None = None)
     except Exception as e:  # not GGUF, an architecture transformers cannot read from GGUF, ...
         raise FetchError(f"{gguf}: not a model transformers reads from GGUF ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else ''})") from None
-    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):  # the weights are dequantised: a plain float32 model now (a
+        del config.quantization_config           # GGUF mark left in config.json refuses every later save)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     set_generation_ids(model, tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     quant = (manifest or {}).get("quantisation") or _quantisation_of(gguf)
-    data = {"name": (manifest or {}).get("name", gguf.stem), "source": (manifest or {}).get("source", f"gguf:{gguf.name}"),
+    data = {"name": (manifest or {}).get("name", gguf.stem), "conversion": CONVERSION, "source": (manifest or {}).get("source", f"gguf:{gguf.name}"),
             "gguf_sha256": sha256_file(gguf), "licence": (manifest or {}).get("licence", "unknown"),
             "quantisation": f"{quant} (dequantised to float32)", "architecture": type(model).__name__,
             "vocab_size": model.config.vocab_size, "eos_token_ids": model.generation_config.eos_token_id}
@@ -221,7 +227,7 @@ def save_hub_model(snapshot: Path, out: Path, manifest: dict) -> Path:
     set_generation_ids(model, tokenizer)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
-    (out / MANIFEST).write_text(json.dumps({**manifest, "architecture": type(model).__name__,
+    (out / MANIFEST).write_text(json.dumps({**manifest, "conversion": CONVERSION, "architecture": type(model).__name__,
                                             "vocab_size": model.config.vocab_size,
                                             "eos_token_ids": model.generation_config.eos_token_id}, indent=2) + "\n")
     return out

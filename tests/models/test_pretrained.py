@@ -106,3 +106,5 @@ def test_smollm2_is_fetched_converted_cached_and_answers_in_its_chat_template(tm
     out = model.generate(**prompt, max_new_tokens=24, do_sample=False)
     text = tok.decode(out[0][prompt["input_ids"].shape[1]:])
     assert "5" in text and text.endswith("<|im_end|>"), text  # its own end of turn stops it
+    assert "quantization_config" not in json.loads((tmp_path / "smol" / "config.json").read_text())
+    model.save_pretrained(tmp_path / "trained")  # a plain float32 model: training saves it like any other
