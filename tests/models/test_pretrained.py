@@ -108,3 +108,26 @@ def test_smollm2_is_fetched_converted_cached_and_answers_in_its_chat_template(tm
     assert "5" in text and text.endswith("<|im_end|>"), text  # its own end of turn stops it
     assert "quantization_config" not in json.loads((tmp_path / "smol" / "config.json").read_text())
     model.save_pretrained(tmp_path / "trained")  # a plain float32 model: training saves it like any other
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("KLEAR_TEST_PRETRAINED") != "1",
+                    reason="opt-in (KLEAR_TEST_PRETRAINED=1): the pipeline on SmolLM2, ≈ 5 min on 2 cores")
+def test_the_pipeline_runs_end_to_end_on_a_pretrained_base(tmp_path):
+    """curate → verify → SFT → difficulty → RL → evaluate from SmolLM2 on a slice of the demo data, with its
+    own chat template and end-of-turn ids; every stage completes and writes its checkpoint."""
+    config = tmp_path / "run.yaml"
+    config.write_text(json.dumps({
+        "demo_scale": 0.05, "difficulty_k": 1, "eval_k": 1, "eval_max_tokens": 48,
+        "sft": {"max_steps": 2, "batch_size": 4, "micro_batch_size": 4, "seq_len": 512, "lr": 5e-5},
+        "rl": {"steps": 1, "prompts_per_step": 2, "rollouts_per_prompt": 2, "mini_batches": 1, "max_tokens": 48,
+               "lr": 1e-6, "domains": ["math"], "selection": {"math_min": None}}}))
+    cache = os.environ.get("KLEAR_MODEL_CACHE") or str(tmp_path / "cache")
+    r = _klear("pipeline", "--config", config, "--base-model", "smollm2-135m-instruct", "--store", tmp_path / "store",
+               KLEAR_MODEL_CACHE=cache)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["base"].endswith("smollm2-135m-instruct") and summary["sft"] and summary["rl"]
+    for stage in ("sft", "rl"):
+        generation = json.loads((Path(summary[stage]) / "generation_config.json").read_text())
+        assert generation["eos_token_id"] == [2, 0]  # SmolLM2's <|im_end|> and <|endoftext|>, kept through training
