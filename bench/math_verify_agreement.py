@@ -18,14 +18,19 @@ one of our differences from the test's own run that alone turns its verdict into
 whose removal alone gives the expected value; `categorize`, recomputing verdicts in this process):
   normalisation   our text rules (tasks/grading/math_answers.py)
   set_relation    allow_set_relation_comp=True: an inequality equals its interval both ways
-  relation_chain  the chain rule: a relation whose numeric parts disagree is wrong (math_check.py)
+  relations       the relation rules: a false relation, a chain whose numeric parts disagree, or a
+                  fragment of a span math-verify could not parse is wrong (math_relations.py)
+  numbers         the number rule: exact golds exactly, decimal golds to 6 significant digits of their
+                  size, in place of math-verify's 6 decimals (math_numbers.py)
   settings        the reward path's fixed settings (both extraction targets, 6 decimals, strict) where
                   the case sets its own (precision, strict=False, one extraction target)
   reference_form  the reference read as \\boxed{answer}, as for a dataset row, not as the gold text
   reference       ours is INFRA "invalid_reference" (curation would drop the row as invalid_answer)
   other           none of these
 Unexplained: a disagreement of category other, or beyond the examined count of its category (KNOWN);
-the exit status is 1 when there is one (tests/grading/test_math_verify_peer.py allows none).
+the exit status is 1 when there is one (tests/grading/test_math_verify_peer.py allows none). It also
+prints how many preds our extraction (tasks/grading/math_reading.py, which the relation rules judge)
+reads exactly as `math_verify.parse` does: all of them, or the rules judge something math-verify did not read.
 """
 from __future__ import annotations
 
@@ -50,9 +55,9 @@ from tasks.grading.math_answers import normalize_answer_text  # noqa: E402
 
 VERSION = "0.9.0"
 # Our disagreements with math-verify 0.9.0's expected values, at most, per category: each one examined and
-# kept on purpose (README, "Math rewards"). A new one fails tests/grading/test_math_verify_peer.py until it
+# kept on purpose (docs/training.md, "Math rewards"). A new one fails tests/grading/test_math_verify_peer.py until it
 # is examined too.
-KNOWN = {"normalisation": 1, "set_relation": 1, "relation_chain": 5, "settings": 5, "reference_form": 2}
+KNOWN = {"normalisation": 1, "set_relation": 1, "relations": 6, "numbers": 3, "settings": 3, "reference_form": 2}
 
 
 @dataclass
@@ -181,9 +186,14 @@ def answer_of(gold: str) -> str:
 
 
 def _mv(gold, pred, targets=("latex", "expr"), boxed_priority_0=False, precision=6, strict=True,
-        set_relation=False) -> bool:
-    """math-verify directly: parse both with the given extraction targets, then verify."""
+        set_relation=False, numbers=False) -> bool:
+    """math-verify directly: parse both with the given extraction targets, then verify (with our number
+    rule when `numbers`)."""
+    from contextlib import nullcontext
+
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    from tasks.grading.math_numbers import number_rule
 
     configs = []
     for t in targets:
@@ -191,33 +201,53 @@ def _mv(gold, pred, targets=("latex", "expr"), boxed_priority_0=False, precision
             configs.append(LatexExtractionConfig(boxed_match_priority=0) if boxed_priority_0 else LatexExtractionConfig())
         else:
             configs.append(ExprExtractionConfig())
-    return bool(verify(parse(gold, configs), parse(pred, configs), float_rounding=precision, strict=strict,
-                       allow_set_relation_comp=set_relation))
+    gold_parsed, pred_parsed = parse(gold, configs), parse(pred, configs)
+    with number_rule() if numbers else nullcontext():
+        return bool(verify(gold_parsed, pred_parsed, float_rounding=precision, strict=strict,
+                           allow_set_relation_comp=set_relation))
 
 
 def theirs(c: Case) -> bool:
     return _mv(c.gold, c.pred, c.targets, c.boxed_priority_0, c.precision, c.strict, c.set_relation)
 
 
-def outcome(c: Case, normalise=True, set_relation=True, chain=True, case_settings=False, as_written=False) -> bool:
+def outcome(c: Case, normalise=True, set_relation=True, relations=True, numbers=True, case_settings=False,
+            as_written=False) -> bool:
     """The reward path's verdict recomputed in this process with math-verify, each of our differences
-    from plain math-verify switchable: the text rules, set/relation comparison, the chain rule, the
-    reward path's fixed settings (else the case's), the reference as \\boxed{answer} (else as written)."""
-    from tasks.grading.math_check import chain_disagrees
+    from plain math-verify switchable: the text rules, set/relation comparison, the relation rules, the
+    number rule, the reward path's fixed settings (else the case's), the reference as \\boxed{answer}
+    (else as written)."""
+    from tasks.grading.math_reading import read
+    from tasks.grading.math_relations import relation_fault
 
     norm = normalize_answer_text if normalise else (lambda t: t)
     gold = norm(c.gold) if as_written else "\\boxed{" + norm(answer_of(c.gold)) + "}"
     pred = norm(c.pred)
     settings = (dict(targets=c.targets, boxed_priority_0=c.boxed_priority_0, precision=c.precision, strict=c.strict)
                 if case_settings else {})
-    ok = _mv(gold, pred, set_relation=set_relation, **settings)
-    return ok and not (chain and chain_disagrees(pred))
+    ok = _mv(gold, pred, set_relation=set_relation, numbers=numbers, **settings)
+    return ok and not (relations and relation_fault(read(pred)))
+
+
+def reads_as_math_verify(c: Case) -> bool:
+    """Our extraction (math_reading.read) of the normalised pred is exactly math_verify.parse's."""
+    from math_verify import parse
+
+    from tasks.grading.math_reading import read
+
+    pred = normalize_answer_text(c.pred)
+    try:
+        ours = read(pred).parsed
+    except Exception:
+        ours = []
+    return ours == parse(pred, parsing_timeout=None)
 
 
 DIFFERENCES = (  # category, our difference from the test's own run, as outcome() keywords (ours, theirs)
     ("normalisation", "normalise", True, False),
     ("set_relation", "set_relation", True, None),  # None: the case's own setting
-    ("relation_chain", "chain", True, False),
+    ("relations", "relations", True, False),
+    ("numbers", "numbers", True, False),
     ("settings", "case_settings", False, True),
     ("reference_form", "as_written", False, True),
 )
@@ -265,6 +295,7 @@ def run(sdist: Path | None = None, timeout: float = 5.0) -> dict:
             c.category = categorize(c)
     wrong = [c for c in cases if not c.ours_ok]
     return {"cases": cases, "total": len(cases), "skipped": skipped,
+            "same_reading": sum(reads_as_math_verify(c) for c in cases),
             "ours_agree": sum(c.ours_ok for c in cases),
             "theirs_agree": sum(c.theirs == c.expected for c in cases),
             "disagreements": Counter(c.category for c in wrong),
@@ -290,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"agree with expected: ours {r['ours_agree']}/{r['total']}, math-verify directly {r['theirs_agree']}/{r['total']}")
     print("our disagreements by category: " + (", ".join(f"{k} {v}" for k, v in sorted(r["disagreements"].items()))
                                                 or "none"))
+    print(f"our extraction reads the pred as math_verify.parse does: {r['same_reading']}/{r['total']}")
     print(f"unexplained: {len(r['unexplained'])}")
     for c in r["cases"]:
         if not c.ours_ok:

@@ -7,7 +7,8 @@
   "wrong_answer", "runtime_error", "timeout", "memory_limit", "compile_error", or "no_code" (no python
   block). A program that times out is WRONG: an infinite loop is the model's fault. So is a math answer
   on which math-verify runs past its CPU deadline ("grader_timeout": `3^{3^{3^{3}}}`) or that kills the
-  grader twice ("grader_crash"); math's verdict is "" otherwise.
+  grader twice ("grader_crash"); math's verdict is "" otherwise (an answer whose reading raises, or that a
+  relation rule refuses, is WRONG with the reason in `detail`).
 - `Outcome.INFRA`: the grade says nothing about the model: a sandbox fault (verdict "sandbox_error"), a
   reference answer math-verify cannot parse, or whose parse runs past the deadline ("invalid_reference";
   curation drops such rows as `invalid_answer`), a grading worker that stalls or cannot start

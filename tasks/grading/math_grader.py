@@ -1,21 +1,26 @@
 """Math grading (paper: the text after `</think>` against `\\boxed{answer}`), math-verify in worker processes.
 
     final_text = the part of the response after the last `</think>` (the whole response if none)
-    correct    = math_check.correct(reference(answer), final_text)   (math_check.py states the rule)
+    correct    = math_check.verdict(reference(answer), final_text)   (math_check.py states the rule)
 
 The reference is parsed on its own first (once per worker, and its verdict cached here), so a hang or a
 failure is pinned on the side that caused it. Outcomes (grade.py), per (response, row):
 - a row without `answer` → INFRA "no_reference" (the row cannot be graded);
-- a reference math-verify cannot parse, or whose parse runs past the deadline → INFRA
+- a reference math-verify cannot parse, or whose parse raises or runs past the deadline → INFRA
   "invalid_reference" (a fault of the row, not the model; curation drops such rows as `invalid_answer`);
-- verified → CORRECT (score 1.0); not verified → WRONG (0.0), verdict "";
+- verified → CORRECT (score 1.0); not verified → WRONG (0.0), verdict "" (the detail says why when the
+  grader knows more than "not equal": a false relation, a fragment, an exception the answer caused);
+- reading or comparing the model's answer raises (a number past Python's 4,300-digit int limit, a sympy
+  error) → WRONG, the exception in the detail: an answer cannot make its own grade ungraded;
 - parsing and verifying the model's answer takes more than `timeout` CPU seconds → WRONG
   "grader_timeout": an answer the grader cannot finish (`3^{3^{3^{3}}}`, `(10^{10})!`) is not a correct
   one, and leaving it ungraded would let a policy dodge the wrong-answer reward;
 - the worker dies on the model's answer, and again on a retry in a fresh worker → WRONG "grader_crash"
   (one death may be a kill from outside; two on the same answer are the answer's doing);
 - the worker stalls (no progress and no CPU use within the wall backstop: a starved machine) or cannot
-  start → INFRA "grader_stalled" / "grader_unavailable"; our own code raising → INFRA "grader_error".
+  start (its warm-up grades a right and a wrong answer, so a grader broken for every answer does not
+  start) → INFRA "grader_stalled" / "grader_unavailable"; our own code raising outside the answer's
+  step → INFRA "grader_error".
 The deadline is CPU time of the worker (timeouts.py), so it does not depend on the machine's load.
 """
 from __future__ import annotations
@@ -98,8 +103,8 @@ class MathGrader:
         while pending:
             got, in_answer = 0, False  # items finished in this request; the next one's reference parsed
             try:
-                for kind, k, ok in self._pool.stream(math_check.grade_stream, [(a, t) for _, a, t in pending],
-                                                     timeout=self.timeout):
+                for kind, k, ok, *why in self._pool.stream(math_check.grade_stream,
+                                                           [(a, t) for _, a, t in pending], timeout=self.timeout):
                     i, answer, _ = pending[k]
                     if kind == "reference":
                         self._note(answer, None if ok else UNPARSABLE)
@@ -107,7 +112,7 @@ class MathGrader:
                         if not ok:
                             results[i], got = _invalid(answer, UNPARSABLE), k + 1
                     else:
-                        results[i] = Grade(Outcome.CORRECT, 1.0) if ok else Grade(Outcome.WRONG, 0.0)
+                        results[i] = Grade(Outcome.CORRECT, 1.0) if ok else Grade(Outcome.WRONG, 0.0, "", "".join(why))
                         got, in_answer = k + 1, False
                 return results
             except TimedOut:
@@ -138,8 +143,12 @@ class MathGrader:
                     results[i] = _invalid(answer, "the worker died twice parsing it")
             except RemoteError as e:
                 i, _, _ = pending[got]
+                last = str(e).strip().splitlines()[-1]
                 log.warning("math grading raised: %s", e)
-                results[i] = Grade(Outcome.INFRA, 0.0, "grader_error", str(e).strip().splitlines()[-1])
+                if in_answer:  # raised on the model's answer: the answer's doing (math_check catches it first)
+                    results[i] = Grade(Outcome.WRONG, 0.0, "", f"grading the answer raised: {last}")
+                else:
+                    results[i] = Grade(Outcome.INFRA, 0.0, "grader_error", last)
             pending = pending[got + 1:]
         return results
 
