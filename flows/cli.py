@@ -11,6 +11,7 @@ import typer
 from flows import cli_curate, cli_eval, cli_model, cli_pipeline, cli_rl, cli_sft, verify_cli
 from flows.cli_common import (INTERRUPTED, UserError, click_exceptions, fault_line, note_interrupts,
                               prefect_env_defaults)
+from flows.cli_config_options import refuse_non_finite_flags
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -24,6 +25,7 @@ app.command("ablate")(cli_rl.ablate)
 app.command("pipeline")(cli_pipeline.pipeline)
 app.add_typer(cli_model.model_app, name="model")
 verify_cli.register(app)  # verify, sandbox build|reap
+refuse_non_finite_flags(app)  # every float flag refuses nan and ±inf as it is parsed, one line, exit 2
 
 # Rich's option table (typer's help) fits a column to the longest option name by cutting it
 # (`--rollouts-per-pr…`) when the terminal is narrower than the table wants; every command's names fit from

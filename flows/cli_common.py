@@ -4,6 +4,7 @@ and exit 130, its worker processes' tracebacks dropped; the Prefect environment 
 and options every command shares."""
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -149,21 +150,76 @@ def check_prefect_api() -> None:
 # -- Ctrl-C: one line, the work stopped --------------------------------------------------------------------
 
 INTERRUPTED = threading.Event()  # set by the first Ctrl-C (SIGINT) of this command
+_TEARDOWN_HOOKED = threading.Event()  # `_after_teardown` is registered (once a process)
 
 
 def note_interrupts() -> None:
-    """Ctrl-C raises KeyboardInterrupt as before, and is noted first: typer turns the KeyboardInterrupt into
-    a silent exit 130 and Prefect logs its run's crash, so main() and the console filter need to know it
-    was the user's Ctrl-C to print one line instead. Left alone when SIGINT is not Python's default
-    handler (ignored, or someone else's)."""
+    """Ctrl-C, wherever it comes, ends the command with the line `klear: interrupted` and exit 130, or —
+    once the command is over — not at all; never by the signal itself (status −2) and never a traceback:
+
+    - while the command runs (main() has not returned): noted (INTERRUPTED), then KeyboardInterrupt as
+      before: typer turns it into a silent exit 130 and Prefect logs its run's crash, so main() and the
+      console filter need to know it was the user's Ctrl-C to print one line instead;
+    - while it tears down (the program's code has finished, `_tearing_down`: the interpreter runs the thread
+      pools' exit hooks, which join their workers, joins the other threads, then runs the exit hooks: the
+      temporary Prefect server stopped, claims released), a KeyboardInterrupt would only be printed as an
+      ignored exception, with its traceback, and the exit status kept: instead the line is printed (unless
+      main() already did) and the process ends at once, 130 (`_end_interrupted`); what the teardown left
+      undone the command's processes undo themselves (the server exits with its command:
+      flows/cli_prefect.py; a stale claim is taken over: storage/claims.py);
+    - after the last exit hook (this one's, registered first so it runs last: `_after_teardown`), Ctrl-C
+      is ignored: Python restores SIGINT's default action before it frees its modules, and a Ctrl-C then
+      would kill the finished command by the signal. It exits with the status main() chose.
+
+    Left alone when SIGINT is not Python's default handler (ignored, or someone else's)."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
 
     def on_sigint(signum, frame):
+        if _tearing_down(frame):
+            _end_interrupted(line=not INTERRUPTED.is_set())
         INTERRUPTED.set()
         raise KeyboardInterrupt
 
+    if not _TEARDOWN_HOOKED.is_set():
+        _TEARDOWN_HOOKED.set()
+        atexit.register(_after_teardown)
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _tearing_down(frame) -> bool:
+    """Whether the program's code has finished and the interpreter is tearing down, seen from the frame a
+    signal interrupted (the main thread's): while the program runs, its top-level code — the `<module>`
+    frame of `__main__` (`python -m flows.cli`, the `klear` script), which calls main() — is on that stack;
+    the thread pools' exit hooks, the thread joins and the exit hooks run after it has returned or raised
+    SystemExit, with no frame of it left. (Threading marks the main thread stopped only after the pools'
+    hooks, so `main_thread().is_alive()` would miss them.)"""
+    program = getattr(sys.modules.get("__main__"), "__dict__", None)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is program:
+            return False
+        frame = frame.f_back
+    return True
+
+
+def _end_interrupted(line: bool) -> None:
+    """Ctrl-C during the teardown: what the command printed flushed, `klear: interrupted` (when `line`: not
+    when main() has printed it for an earlier Ctrl-C), exit 130 now. From a signal handler: the line is
+    written to the descriptor, not through sys.stderr, which the interrupted code may be writing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe, or a flush the signal interrupted: nothing more to show
+            pass
+    if line:
+        _write_all(2, b"klear: interrupted\n")
+    os._exit(130)
+
+
+def _after_teardown() -> None:
+    """The last exit hook (note_interrupts): from here on Ctrl-C is ignored, and the command exits with the
+    status main() chose — not killed by SIGINT, whose default action Python restores next."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextmanager

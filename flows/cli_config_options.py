@@ -10,6 +10,11 @@ Flags follow the field names (`eps_high` → `--eps-high`; a nested config's fie
 (CurateConfig's `dask_workers` is `--workers`); a bool is `--x/--no-x`; a tuple of names is comma-separated.
 The command receives the values as keyword arguments; `build_config` turns them back into the config,
 whose own checks then refuse a bad value with their one-line message.
+
+Every float option of such a command (the generated ones and the command's own, `--gpu-memory` too) refuses
+NaN and ±infinity as it is parsed (`finite_float_flag`: tasks/config_checks.finite_problem, the rule the
+configs apply to their fields): typer reads `nan`, `inf` and `-inf` as floats, and a flag no config field
+backs would otherwise reach the work unchecked. `refuse_non_finite_flags(app)` applies it to every command.
 """
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
+from typer.models import OptionInfo
 
-from tasks.config_checks import ConfigError
+from tasks.config_checks import ConfigError, finite_problem
 
 _FIELD_LINE = re.compile(r"^\s+(\w+)\s*:")
 
@@ -85,9 +91,59 @@ def _option_type(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+def _is_float(annotation: Any) -> bool:
+    """`float`, `float | None` or `Optional[float]`: what typer parses as a float option."""
+    args = set(typing.get_args(annotation))
+    return annotation is float or (float in args and args <= {float, type(None)})
+
+
+def finite_float_flag(flag: str, field: str | None = None) -> Callable[[Any], Any]:
+    """The callback of a float option `flag`: a value the rule refuses (config_checks.finite_problem: NaN,
+    ±inf) is a UserError line naming the flag — with the config `field` it sets, as the config's own check
+    words it (`eps_low (--eps-low) must be a finite number (got nan)`), else the flag alone (`--gpu-memory
+    must be a finite number (got nan)`); any other value passes on unchanged. Click runs it while parsing, in
+    the order the flags were given, so it comes before the command's other checks (a missing --model)."""
+    from flows.cli_common import UserError
+
+    def refuse_non_finite(value: Any) -> Any:
+        if why := finite_problem(value):
+            raise UserError(ConfigError(field, why, flag).message if field else f"{flag} {why}")
+        return value
+
+    refuse_non_finite.finite_guard = True
+    return refuse_non_finite
+
+
+def refuse_non_finite_floats(fn: Callable) -> Callable:
+    """Give each float option of command `fn` (a parameter annotated float or `float | None` whose default is
+    a typer.Option) the `finite_float_flag` callback, unless it has a callback already. Idempotent; returns fn."""
+    try:  # a module with `from __future__ import annotations` keeps them as text
+        hints = typing.get_type_hints(fn)
+    except Exception:  # a name only a type checker sees: that parameter is taken as it is written
+        hints = {}
+    for p in inspect.signature(fn).parameters.values():
+        option = p.default
+        if not isinstance(option, OptionInfo) or option.callback is not None:
+            continue
+        if _is_float(hints.get(p.name, p.annotation)):
+            flags = [d for d in option.param_decls if d.startswith("--")] or ["--" + p.name.replace("_", "-")]
+            option.callback = finite_float_flag(flags[0])
+    return fn
+
+
+def refuse_non_finite_flags(app: typer.Typer) -> None:
+    """`refuse_non_finite_floats` on every command of `app` and of its sub-apps (`klear model ...`)."""
+    for command in app.registered_commands:
+        refuse_non_finite_floats(command.callback)
+    for group in app.registered_groups:
+        refuse_non_finite_flags(group.typer_instance)
+
+
 def config_parameters(cls: type, prefix: str = "", skip: tuple[str, ...] = (),
-                      nested: dict[str, type] | None = None) -> list[inspect.Parameter]:
-    """One keyword-only parameter (a typer Option) per field of `cls`, recursing into `nested` configs."""
+                      nested: dict[str, type] | None = None, path: str = "") -> list[inspect.Parameter]:
+    """One keyword-only parameter (a typer Option) per field of `cls`, recursing into `nested` configs (`path`:
+    the dotted field of the config `cls` is nested in, for messages: `reward.`). A float field's option
+    refuses NaN and ±inf (`finite_float_flag`)."""
     hints = typing.get_type_hints(cls)
     help_of = field_comments(cls)
     params = []
@@ -95,7 +151,7 @@ def config_parameters(cls: type, prefix: str = "", skip: tuple[str, ...] = (),
         if f.name in skip:
             continue
         if nested and f.name in nested:
-            params += config_parameters(nested[f.name], prefix=f"{prefix}{f.name}_")
+            params += config_parameters(nested[f.name], prefix=f"{prefix}{f.name}_", path=f"{path}{f.name}.")
             continue
         name = prefix + f.name
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
@@ -106,7 +162,9 @@ def config_parameters(cls: type, prefix: str = "", skip: tuple[str, ...] = (),
             flag = f"{flag}/--no-{flag[2:]}"
         if listed:
             default = ",".join(default)
-        option = typer.Option(default, flag, help=help_of.get(f.name, ""), show_default=default is not None)
+        guard = finite_float_flag(flag, path + f.name) if _is_float(kind) else None
+        option = typer.Option(default, flag, help=help_of.get(f.name, ""), show_default=default is not None,
+                              callback=guard)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
     return params
 
@@ -114,12 +172,14 @@ def config_parameters(cls: type, prefix: str = "", skip: tuple[str, ...] = (),
 def with_config_options(cls: type, skip: tuple[str, ...] = (), nested: dict[str, type] | None = None
                         ) -> Callable[[Callable], Callable]:
     """Add `config_parameters(cls)` to a command whose own parameters come first (those win: a field the
-    command declares itself, for a custom help or flag, is not generated again)."""
+    command declares itself, for a custom help or flag, is not generated again); its own float options refuse
+    NaN and ±inf as the generated ones do (`refuse_non_finite_floats`)."""
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
         taken = {p.name for p in own} | set(skip)
         extra = config_parameters(cls, skip=tuple(taken), nested=nested)
+        refuse_non_finite_floats(fn)
         fn.__signature__ = sig.replace(parameters=[*own, *extra])
         return fn
     return decorate

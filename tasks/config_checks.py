@@ -59,14 +59,30 @@ def check_int(cfg: Any, name: str, low: int, high: int | None = None, optional: 
         raise ConfigError(name, f"must be at most {high} (got {value})")
 
 
+def finite_problem(value: Any) -> str | None:
+    """The one rule for every float setting, whichever way it comes (a flag, a config file, a deployment's
+    parameters): NaN, +inf and -inf are refused. No range check can do it: NaN compares false with every
+    bound (`nan < 0` and `nan > 1` are both False), and infinity passes a bound on one side; a run would
+    then train into NaN weights, sample at no temperature or plan memory for a GPU of NaN GiB.
+
+        finite_problem(nan) -> "must be a finite number (got nan)";  finite_problem(0.5) -> None
+
+    Only a float can be non-finite: anything else is left to the field's own check (None)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number (got {value!r})"
+    return None
+
+
 def check_float(cfg: Any, name: str, low: float | None = None, high: float | None = None,
                 above: bool = False, optional: bool = False) -> None:
-    """A finite number in [low, high] (or (low, high] with `above`)."""
+    """A finite number (`finite_problem`) in [low, high] (or (low, high] with `above`)."""
     value = getattr(cfg, name)
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(name, f"must be a finite number (got {value!r})")
+    if why := finite_problem(value):
+        raise ConfigError(name, why)
     if low is not None and (value <= low if above else value < low):
         raise ConfigError(name, f"must be {'above' if above else 'at least'} {low} (got {value})")
     if high is not None and value > high:

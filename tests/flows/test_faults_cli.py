@@ -28,9 +28,10 @@ WAIT_S = 300
 
 class Command:
     """`klear ARGS` in a process group of its own (as a terminal's foreground job), its stderr read line
-    by line as it comes."""
+    by line as it comes (into `lines`); with stdout=subprocess.PIPE its stdout too (into `out`; `out_done`
+    set at its end)."""
 
-    def __init__(self, *args, env=None, preexec_fn=None):
+    def __init__(self, *args, env=None, preexec_fn=None, stdout=subprocess.DEVNULL):
         e = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         e.pop("PREFECT_API_URL", None)
         e.update(env or {})
@@ -42,17 +43,26 @@ class Command:
                 preexec_fn()
 
         self.proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, env=e,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     stdout=stdout, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True, preexec_fn=as_a_terminal_starts_it)
         self.lines: list[str] = []
+        self.out: list[str] = []
+        self.out_done = threading.Event()
         self._new: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
+        if self.proc.stdout is not None:
+            threading.Thread(target=self._pump_stdout, daemon=True).start()
 
     def _pump(self) -> None:
         for line in self.proc.stderr:
             self.lines.append(line.rstrip("\n"))
             self._new.put(line)
         self._new.put(None)
+
+    def _pump_stdout(self) -> None:
+        for line in self.proc.stdout:
+            self.out.append(line.rstrip("\n"))
+        self.out_done.set()
 
     def wait_for(self, text: str) -> None:
         deadline = time.monotonic() + WAIT_S
