@@ -267,11 +267,18 @@ def check_nproc(nproc: int) -> None:
         raise UserError(f"--nproc {why}")
 
 
-def check_model_dir(flag: str, path: str) -> None:
-    """A Hugging Face model directory, at a glance (its config.json): `check_model` loads it."""
-    p = Path(path)
-    if not (p / "config.json").exists():
-        raise UserError(f"{flag} {path}: not a Hugging Face model directory (no config.json)")
+def resolve_model_flag(flag: str, value: str) -> str:
+    """A model flag's value as a model directory: a directory as it is, a pretrained model's name or a Hub id
+    fetched once into the model cache (tasks/models/pretrained.resolve_model; progress on stderr). One line
+    naming the flag when it names no model to be had. (`check_model` then loads what it names.)"""
+    import sys
+
+    from tasks.models.pretrained import FetchError, resolve_model
+
+    try:
+        return str(resolve_model(value, log=lambda line: print(f"klear: {line}", file=sys.stderr)))
+    except FetchError as e:
+        raise UserError(f"{flag} {e}") from None
 
 
 def check_data(data: str) -> None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli_checks import (check_backend, check_benchmark, check_model, check_model_dir, check_nproc,
+from flows.cli_checks import (check_backend, check_benchmark, check_model, resolve_model_flag, check_nproc,
                               check_source_path, store_root)
 from flows.cli_common import (StoreOpt, UserError, checked, console, parse_pairs, quiet_children_after_interrupt,
                               quiet_prefect_defaults, run_flow)
@@ -17,7 +17,7 @@ from tasks.evaluation.config import DifficultyConfig, EvalConfig
 
 @with_config_options(EvalConfig)
 def eval_(
-    model: str = typer.Option(..., "--model", help="HF model directory"),
+    model: str = typer.Option(..., "--model", help="HF model directory, pretrained model name or Hub id"),
     benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
     nproc: int = typer.Option(1, "--nproc", help="Worker processes, each with its own engine (one GPU each, "
                               "or a share of the CPU cores); the numbers equal one process's"),
@@ -30,7 +30,7 @@ def eval_(
     from tasks.evaluation.evaluate import load_benchmark
 
     check_nproc(nproc)
-    check_model_dir("--model", model)
+    model = resolve_model_flag("--model", model)
     benches = parse_pairs(benchmark, "--benchmark")
     for name, path in benches.items():
         check_source_path("--benchmark", name, path)
@@ -56,7 +56,8 @@ def eval_(
 
 @with_config_options(DifficultyConfig)
 def tag_difficulty(
-    model: str = typer.Option(..., "--model", help="HF model directory that samples the answers"),
+    model: str = typer.Option(..., "--model", help="HF model directory (or pretrained name, Hub id) that "
+                              "samples the answers"),
     nproc: int = typer.Option(1, "--nproc", help="Worker processes, each with its own engine (one GPU each, "
                               "or a share of the CPU cores); the tags equal one process's"),
     store: Optional[str] = StoreOpt,
@@ -66,7 +67,7 @@ def tag_difficulty(
     from storage.store import Store
 
     check_nproc(nproc)
-    check_model_dir("--model", model)
+    model = resolve_model_flag("--model", model)
     root = store_root(store)
     if Store(root).current_version() is None:
         raise UserError(f"--store {root}: no curated dataset (run klear curate first)")

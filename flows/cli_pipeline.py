@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_checks import store_root
+from flows.cli_checks import resolve_model_flag, store_root
 from flows.cli_common import StoreOpt, UserError, console, fault_line, quiet_prefect_defaults, run_flow, starting
 from flows.cli_curate import print_curation_summary
 
@@ -29,8 +29,8 @@ def pipeline(
     print_config: bool = typer.Option(False, "--print-config", help="Print the settings as a commented YAML "
                                       "file (the demo's defaults) and exit"),
     base_model: Optional[str] = typer.Option(None, "--base-model", help="The model SFT starts from: an HF model "
-                                             "directory, or a pretrained model's name (klear model list), fetched "
-                                             "and cached on first use (default: a tiny random-init model)"),
+                                             "directory, a pretrained model's name (klear model list) or a Hub id, "
+                                             "fetched and cached on first use (default: a tiny random-init model)"),
 ) -> None:
     """The end-to-end pipeline: curate → verify → SFT → difficulty → RL → evaluate, on the bundled data or on
     the sources a --config file names."""
@@ -69,7 +69,7 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     settings = _settings_file(config_file)
     root = store_root(store or settings.get("store"))
     if base_model is not None:
-        settings["base_model"] = resolve_base_model(base_model)
+        settings["base_model"] = resolve_model_flag("--base-model", base_model)
     config = _pipeline_config(root, seed, scale, settings, config_file)
     quiet_prefect_defaults()
     starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
@@ -102,21 +102,6 @@ PIPELINE_FLAGS = {"demo_scale": "--scale", "seed": "--seed", "store": "--store",
                   "base_model": "--base-model"}  # field → this command's flag
 
 
-def resolve_base_model(value: str) -> str:
-    """--base-model: a model directory as it is; a pretrained model's name, fetched into the cache (once)."""
-    import sys
-
-    from tasks.models.pretrained import PRETRAINED, FetchError, fetch
-
-    if value not in PRETRAINED:
-        if not os.path.isfile(os.path.join(value, "config.json")):
-            raise UserError(f"--base-model {value}: neither a model directory (no config.json) nor a pretrained "
-                            f"model's name ({', '.join(sorted(PRETRAINED))})")
-        return value
-    try:
-        return str(fetch(value, log=lambda line: print(f"klear: {line}", file=sys.stderr)))
-    except FetchError as e:
-        raise UserError(f"--base-model {value}: {e}") from None
 MAX_SEED = (1 << 63) - 1  # the stages' samplers take 63-bit seeds (tasks/generation/sampling.py); the config
 #   itself has no upper bound, so a larger one would fail stages in
 

@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_checks import (already_trained, check_backend, check_benchmark, check_data, check_model, check_model_dir,
-                              check_nproc, check_record_store, check_training_rows, claim_out, prepare_out, store_root)
+from flows.cli_checks import (already_trained, check_backend, check_benchmark, check_data, check_model, check_nproc,
+                              check_record_store, check_training_rows, claim_out, prepare_out, resolve_model_flag,
+                              store_root)
 from flows.cli_common import (StoreOpt, UserError, check_prefect_api, checked, console,
                               quiet_children_after_interrupt, quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
@@ -22,8 +23,8 @@ from tasks.training.rl_presets import RL_PRESETS
 @with_config_options(RLConfig, nested=RL_NESTED)
 def rl(
     ctx: typer.Context,
-    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint); with "
-                              "--dry-run also a model shape (" + ", ".join(SHAPES) + ")"),
+    model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint), pretrained "
+                              "name or Hub id; with --dry-run also a model shape (" + ", ".join(SHAPES) + ")"),
     data: Optional[str] = typer.Option(None, "--data", help="A store (its current problems) or a canonical "
                                        ".jsonl/.parquet (required unless --dry-run)"),
     out: Optional[str] = typer.Option(None, "--out", help="Output directory (HF checkpoint + checkpoints/ + "
@@ -64,7 +65,7 @@ def rl(
         if value is None:
             raise UserError(f"{flag} is required (only --dry-run runs without it)")
     check_backend(cfg.backend)
-    check_model_dir("--model", model)
+    model = resolve_model_flag("--model", model)
     check_data(data)
     dataset = check_training_rows(data, "rl", cfg)
     check_model(model, max_tokens=cfg.max_tokens)
@@ -92,7 +93,8 @@ def rl(
 
 @with_config_options(RLConfig, skip=("seed", "eval_benchmark"), nested=RL_NESTED)
 def ablate(
-    model: str = typer.Option(..., "--model", help="HF model directory every run starts from"),
+    model: str = typer.Option(..., "--model", help="HF model directory (or pretrained name, Hub id) every run "
+                              "starts from"),
     data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Directory of the runs (one content-addressed directory each)"),
     benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
@@ -112,7 +114,7 @@ def ablate(
     and mean best avg@k. Runs are cached: a rerun trains nothing, an added seed trains only that seed."""
     from tasks.training.ablation import arm_config, arms, parse_value
 
-    check_model_dir("--model", model)
+    model = resolve_model_flag("--model", model)
     check_data(data)
     check_nproc(nproc)
     bench = benchmark.split("=", 1)[-1]

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from flows.cli_checks import (already_trained, check_data, check_model, check_model_dir, check_nproc,
+from flows.cli_checks import (already_trained, check_data, check_model, resolve_model_flag, check_nproc,
                               check_record_store, check_training_rows, prepare_out, store_root)
 from flows.cli_common import (check_prefect_api, checked, console, quiet_children_after_interrupt,
                               quiet_prefect_defaults, run_flow, starting)
@@ -16,7 +16,8 @@ from tasks.training.config import SFTConfig
 
 @with_config_options(SFTConfig)
 def sft(
-    model: str = typer.Option(..., "--model", help="HF model directory to start from"),
+    model: str = typer.Option(..., "--model", help="HF model directory, pretrained model name (klear model "
+                              "list) or Hub id to start from"),
     data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
@@ -27,7 +28,7 @@ def sft(
     **settings,
 ) -> None:
     """Long-CoT supervised fine-tuning (loss on response tokens, packing, cosine schedule)."""
-    check_model_dir("--model", model)
+    model = resolve_model_flag("--model", model)
     check_data(data)
     check_nproc(nproc)
     cfg = checked(lambda: build_config(SFTConfig, settings))

@@ -41,6 +41,7 @@ from tasks.evaluation.prefect_tasks import evaluate_task, tag_difficulty_task
 from tasks.pipeline.config import PipelineConfig, source_spec
 from tasks.pipeline.data_alarms import (layout_alarms, lost_source_alarms, math_answers_by_source,
                                         unanswered_math_alarms)
+from tasks.models.pretrained import fetchable, fetched_path
 from tasks.pipeline.stages import base_model_dir, finished, rl_dir, sft_dir
 from tasks.progress import Stage, StageLog
 from tasks.reporting import chart_markdown
@@ -75,10 +76,19 @@ def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str])
     return str(out)
 
 
+@task(name="fetch-base-model", task_run_name="fetch-base-model", cache_policy=NONE)
+def fetch_model_task(name: str) -> str:
+    """The model a pretrained name or Hub id names, as a folder in the model cache (converted once)."""
+    from tasks.models.pretrained import resolve_model
+
+    return str(resolve_model(name, log=get_run_logger().info))
+
+
 def planned_stages(config: PipelineConfig) -> int:
     """How many stages `pipeline` reports (for "stage i/n"): [demo-data] curate verify [base-model] sft
     [tag-difficulty] rl [rl-code] eval-base eval-sft eval-rl [eval-rl-code]."""
-    return (7 + int(config.demo) + int(not config.base_model) + int(bool(config.difficulty_k))
+    return (7 + int(config.demo) + int(not config.base_model or fetchable(config.base_model))
+            + int(bool(config.difficulty_k))
             + 2 * int(config.rl_code is not None))
 
 
@@ -151,6 +161,11 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
                                  "strict: true fails the run instead)", markdown="\n".join(f"- {a}" for a in alarms))
 
     base = config.base_model
+    if base and fetchable(base):  # a pretrained model's name or a Hub id: fetched once into the model cache
+        with stages.stage("base-model") as st:
+            st.cached = fetched_path(base) is not None
+            base = fetch_model_task(base)
+            st.figure = f"{config.base_model} ({base})"
     if not base:
         with stages.stage("base-model") as st:
             st.cached = finished(_base_dir(store, config.model_preset, config.seed, sources))

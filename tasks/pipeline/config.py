@@ -37,6 +37,23 @@ def demo_rl(scale: float = 1.0) -> RLConfig:
                     max_tokens=160, save_every=10, domains=("math",))
 
 
+def pretrained_sft() -> SFTConfig:
+    """SFT of a pretrained base (`base_model` set, SFT left at the tiny demo's sizing): a few passes at a
+    fine-tuning lr. The tiny demo's lr 3e-3 over 8 epochs teaches a random-init model arithmetic and would
+    wipe out what a pretrained one knows. Measured with SmolLM2-135M-Instruct on the demo data at scale 0.05
+    (docs/benchmarks.md): lr 5e-5 and about one pass take held-out avg@4 from 0.03 to 0.46; 512-token packs
+    hold its chat template around the demo's longest examples."""
+    return SFTConfig(epochs=1, batch_size=8, micro_batch_size=4, seq_len=512, lr=5e-5, save_every=500)
+
+
+def pretrained_rl() -> RLConfig:
+    """RL of a pretrained base (`base_model` set, RL left at the demo's sizing), sized for a CPU: 4 steps of
+    4 prompts × 4 rollouts at lr 1e-6 (a 135M model samples ≈ 150 tokens/s on 2 cores, so the demo's 20 × 16
+    × 8 rollouts would take hours); on a GPU give your own `rl` (the paper's: tasks/training/rl_presets.py)."""
+    return RLConfig(steps=4, prompts_per_step=4, rollouts_per_prompt=4, mini_batches=1, lr=1e-6,
+                    max_tokens=160, save_every=10, domains=("math",))
+
+
 @dataclass
 class PipelineSource:
     """One source of the pipeline with its layout: what `klear curate --source NAME=PATH --layout NAME=LAYOUT
@@ -79,7 +96,9 @@ class PipelineConfig:
     #   reference; problems whose tests accept wrong programs are dropped (`weak_tests`): the default drops,
     #   because RL rewards whatever the tests accept, so weak tests pay wrong programs (StrengthConfig says
     #   why each number); weak_tests="tag" keeps them, flagged in `verifications`
-    base_model: str | None = None                 # an HF model dir; None: `klear model init` tiny preset
+    base_model: str | None = None                 # an HF model dir, a pretrained model's name (klear model
+    #   list) or a Hub id, fetched once; None: `klear model init` tiny preset. With a base model, `sft` and `rl`
+    #   left at the tiny demo's sizing take the pretrained sizing (pretrained_sft, pretrained_rl) instead
     model_preset: str = "tiny"                    # the base model's size when base_model is None
     seed: int = 0                                 # demo data, base model, curation's MinHash, sampling
     sft: SFTConfig = field(default_factory=_demo_sft)  # SFT settings (the demo's: 8 epochs of 8 × 256 tokens)
@@ -109,10 +128,21 @@ class PipelineConfig:
     FLAGS: ClassVar[dict[str, str]] = {"store": "--store", "seed": "--seed", "demo_scale": "--scale"}
 
     def __post_init__(self) -> None:
+        self._size_for_base()
         try:
             self._check()
         except ConfigError as e:
             raise ConfigError(e.field, e.detail, self.FLAGS.get(e.field, "")) from None
+
+    def _size_for_base(self) -> None:
+        """With a `base_model`, SFT and RL at the tiny demo's sizing (left unset) become the pretrained sizing;
+        an `sft` or `rl` given with any setting of its own is kept as given."""
+        if not self.base_model:
+            return
+        if self.sft == _demo_sft():
+            self.sft = pretrained_sft()
+        if self.rl in (demo_rl(), demo_rl(self.demo_scale)):
+            self.rl = pretrained_rl()
 
     def _check(self) -> None:
         """Ranges, names and files, checked when the config is made (the CLI and a deployment run alike):
@@ -146,6 +176,7 @@ class PipelineConfig:
 
     def _check_inputs(self) -> None:
         from storage import paths
+        from tasks.models.pretrained import fetchable
 
         from tasks.curation.config import SourceSpec
 
@@ -163,8 +194,9 @@ class PipelineConfig:
         if self.eval_benchmark not in self.benchmarks:
             raise ConfigError("eval_benchmark", f"must be one of the benchmarks ({', '.join(self.benchmarks) or 'none'})"
                                                 f" (got {self.eval_benchmark!r})")
-        if self.base_model and not paths.exists(f"{self.base_model}/config.json"):
-            raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json)")
+        if self.base_model and not paths.exists(f"{self.base_model}/config.json") and not fetchable(self.base_model):
+            raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json), nor a "
+                                            "pretrained model's name or a Hub id (owner/name)")
 
     def source_specs(self) -> list[dict]:
         """The sources as the curate flow takes them (SourceSpec fields), in the order given."""
