@@ -20,9 +20,9 @@ The rollout engine is the policy itself on CPU (transformers) or vLLM on GPU, wh
 place after every optimizer step (tasks/training/rl_engine.py).
 
 On N ranks (torchrun; launch.run_rl): every rank draws the same prompts; rank r generates and grades the
-groups r, r+N, … (a group stays whole on one rank), then every rank gathers all rollouts in group order
-and runs the same update (tasks/training/rl_update.py: the step's result equals one process's on the same
-rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
+groups r, r+N, … (a group stays whole on one rank), then every rank gets every rollout's metadata in group
+order and the tokens of those it trains (tasks/training/rollout_exchange.py) and runs the same update
+(tasks/training/rl_update.py: the step's result equals one process's on the same rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
 groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes
 metrics and checkpoints (whole HF checkpoints, gathered under FSDP); rank 0 runs the held-out evaluation,
 with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step, held-out
@@ -61,6 +61,7 @@ from tasks.training.optim import fused_adamw
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
 from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_batch_rows, rollout_share
 from tasks.training.rl_update import Rollout, bf16_enabled, gradient_checkpointing, update_policy
+from tasks.training.rollout_exchange import exchange_rollouts
 from tasks.training.schedule import warmup_constant
 from tasks.training.watchdog import StepWatchdog
 
@@ -175,8 +176,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
                 rollouts = _rank_rollouts(gen, sampler.batch(step), tok, cfg, step, ctx, graders)
                 gen.sleep()  # a GPU engine frees its memory for the update
                 t_gen = time.perf_counter() - t0
-                rollouts = [r for share in dist_utils.all_gather_objects(rollouts, ctx) for r in share]
-                rollouts.sort(key=lambda r: r.group)  # stable: each group keeps its sampling order
+                rollouts = exchange_rollouts(rollouts, cfg, step, ctx)  # metadata to all, tokens where trained
                 t1 = time.perf_counter()
                 values = update_policy(model, opt, sched, rollouts, cfg, device, step, policy=policy, ctx=ctx)
                 t2 = time.perf_counter()

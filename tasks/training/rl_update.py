@@ -1,7 +1,8 @@
 """One GPPO update from a step's rollouts, on one process or N ranks (DDP or FSDP), with the same result:
 
 1. rewards → group-normalised advantages (estimate_advantages) → drop zero-variance groups; every rank holds
-   the whole list of the step's rollouts, so this and the seeded shuffle are the same everywhere;
+   the whole list of the step's rollouts (the tokens only of those it trains: rollout_exchange.py), so this
+   and the seeded shuffle are the same everywhere;
 2. the shuffled rollouts are cut into `mini_batches`; one optimizer step per mini-batch;
 3. each mini-batch is shared over the ranks by token count (`balance`), and each rank's share is cut into
    micro-batches of at most `micro_batch_tokens` tokens (prompt + response; `micro_batches`; a longer
@@ -186,8 +187,10 @@ class _RankPlan:
     imbalance: float          # max / mean tokens per rank in this mini-batch
 
 
-def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, step: int, ctx) -> dict:
-    rank, world = (ctx.rank, ctx.world_size) if ctx is not None else (0, 1)
+def trained_minibatches(rollouts: list[Rollout], cfg: RLConfig, step: int) -> tuple[dict, list[list]]:
+    """(the step's rollout metrics, its mini-batches of (rollout, advantage) pairs): steps 1-2 of the module
+    docstring, from each rollout's group, reward, flags and lengths alone (never its tokens), so any rank
+    holding the list's metadata computes them (rollout_exchange.py)."""
     scored = [r for r in rollouts if r.reward is not None and r.response_ids]
     infra = len(rollouts) - len(scored)  # INFRA grades (reward None; an empty response too)
     if cfg.overlong_filter:
@@ -207,12 +210,30 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
     adv = estimate_advantages(cfg.advantage, rewards, groups).tolist() if scored else []
     train = [(r, a) for r, a in zip(scored, adv) if r.group not in flat]
     values["trained_rollouts"] = len(train)
-    if not train:
+    random.Random(cfg.seed * 31 + step).shuffle(train)
+    size = max(1, -(-len(train) // cfg.mini_batches))
+    return values, [train[m:m + size] for m in range(0, len(train), size)]
+
+
+def rank_micro_batches(mb: list, world: int, cfg: RLConfig) -> list[list[list[int]]]:
+    """Per rank, its micro-batches of one mini-batch as indices into `mb` (step 3: `balance` by tokens, then
+    `micro_batches`); every rank runs max(len) of them, a shorter share padded with filler passes."""
+    sizes = [r.tokens for r, _ in mb]
+    return [[[s[j] for j in b] for b in micro_batches([sizes[i] for i in s], cfg.micro_batch_tokens,
+                                                      cfg.micro_batch_size)] for s in balance(sizes, world)]
+
+
+def filler(mb: list):
+    """The (rollout, advantage) pair a filler pass of `mb` runs on: its fewest-token rollout."""
+    return min(mb, key=lambda x: x[0].tokens)
+
+
+def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, step: int, ctx) -> dict:
+    rank, world = (ctx.rank, ctx.world_size) if ctx is not None else (0, 1)
+    values, minis = trained_minibatches(rollouts, cfg, step)
+    if not minis:
         return {**values, "loss": 0.0, "grad_norm": 0.0, "entropy": 0.0, "clip_frac_low": 0.0,
                 "clip_frac_high": 0.0, "ratio_mean": 1.0, "rank_token_imbalance": 1.0}
-    random.Random(cfg.seed * 31 + step).shuffle(train)
-    size = -(-len(train) // cfg.mini_batches)
-    minis = [train[m:m + size] for m in range(0, len(train), size)]
     attention = update_attention(cfg, device)
     plans = [_plan(mb, rank, world, cfg, attention, device) for mb in minis]
     policy.train()
@@ -270,13 +291,10 @@ def _forward(policy, batch: ScoringBatch, cfg: RLConfig, device, bf16: bool) -> 
 
 
 def _plan(mb: list, rank: int, world: int, cfg: RLConfig, attention: str, device) -> _RankPlan:
-    sizes = [r.tokens for r, _ in mb]
-    shares = balance(sizes, world)
-    load = [sum(sizes[i] for i in s) for s in shares]
-    per_rank = [[[s[j] for j in b] for b in micro_batches([sizes[i] for i in s], cfg.micro_batch_tokens,
-                                                          cfg.micro_batch_size)] for s in shares]
+    per_rank = rank_micro_batches(mb, world, cfg)
+    load = [sum(mb[i][0].tokens for b in share for i in b) for share in per_rank]
     n_micro = max(map(len, per_rank))
-    smallest = [min(mb, key=lambda x: x[0].tokens)]
+    smallest = [filler(mb)]
     chunks = []
     for k in range(n_micro):
         items = [mb[i] for i in per_rank[rank][k]] if k < len(per_rank[rank]) else []
