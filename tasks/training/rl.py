@@ -22,7 +22,8 @@ place after every optimizer step (tasks/training/rl_engine.py).
 On N ranks (torchrun; launch.run_rl): every rank draws the same prompts; rank r generates and grades the
 groups r, r+N, … (a group stays whole on one rank), then every rank gets every rollout's metadata in group
 order and the tokens of those it trains (tasks/training/rollout_exchange.py) and runs the same update
-(tasks/training/rl_update.py: the step's result equals one process's on the same rollouts). With --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
+(tasks/training/rl_update.py: the step's result equals one process's on the same rollouts). With
+--tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
 groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes
 metrics and checkpoints (whole HF checkpoints, gathered under FSDP); rank 0 runs the held-out evaluation,
 with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step, held-out
