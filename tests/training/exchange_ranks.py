@@ -74,7 +74,8 @@ def run(model_dir: str, out: str, strategy: str) -> None:
     shares = [rank_micro_batches(mb, ctx.world_size, CFG) for mb in minis]
     fillers = sum(len(s[ctx.rank]) < max(map(len, s)) and filler(mb)[0].group % ctx.world_size != ctx.rank
                   for mb, s in zip(minis, shares))
-    stats = {"rank": ctx.rank, "fillers_from_other_rank": fillers, "hollow": len(exchanged) - len(whole), "held": len(mine),
+    stats = {"rank": ctx.rank, "fillers_from_other_rank": fillers, "hollow": len(exchanged) - len(whole),
+             "held": len(mine),
              "received": sum(1 for a, _ in whole if a not in mine), "same_metadata": same_metadata,
              "same_tokens": same_tokens}
     old_params, old_values = update(model_dir, gathered, ctx, strategy)
@@ -83,8 +84,8 @@ def run(model_dir: str, out: str, strategy: str) -> None:
     if ctx.is_main:
         Path(out).mkdir(parents=True, exist_ok=True)
         torch.save({"old": old_params, "new": new_params}, Path(out) / "params.pt")
-        (Path(out) / "values.json").write_text(json.dumps({"old": old_values, "new": new_values,
-                                                           "ranks": stats}))
+        result = {"old": old_values, "new": new_values, "ranks": stats}
+        (Path(out) / "values.json").write_text(json.dumps(result))
     dist_utils.teardown(ctx)
 
 
