@@ -110,16 +110,20 @@ def claim_out(out: str, flag: str = "--out") -> None:
         atexit.register(release, out)
 
 
-def prepare_out(out: str, resume: bool, force: bool, flag: str = "--out") -> None:
+def prepare_out(out: str, resume: bool, force: bool, flag: str = "--out", main_node: bool = True) -> None:
     """A trainer's --out before any flow: claimed for this command (`claim_out`); with --resume its newest
     complete checkpoint must be readable; without, it must not hold another run's checkpoints or metrics
-    unless --force, which clears them (tasks/training/checkpoint.py). One line otherwise."""
+    unless --force, which clears them (tasks/training/checkpoint.py). One line otherwise.
+    On a node other than 0 of a run over several machines (`main_node` False; flows/cli_nodes.py) nothing
+    is claimed or cleared — node 0's launcher does both on the shared --out — and with --force this
+    launcher waits until node 0 has cleared it (`wait_until_cleared`), since its ranks refuse such an --out."""
     from tasks.training.checkpoint import CheckpointError, clear_previous_run, previous_run, resume_checkpoint
 
     if resume and force:
         raise UserError("--resume and --force contradict each other: --resume continues the run in "
                         f"{flag} {out}, --force discards it")
-    claim_out(out, flag)
+    if main_node:
+        claim_out(out, flag)
     if resume:
         try:
             resume_checkpoint(Path(out))
@@ -129,8 +133,30 @@ def prepare_out(out: str, resume: bool, force: bool, flag: str = "--out") -> Non
     found = previous_run(Path(out), models=True)
     if found and not force:
         raise UserError(f"{flag} {out}: holds {found}; pass --resume to continue it or --force to start over")
-    if found:
+    if found and main_node:
         clear_previous_run(Path(out))
+    elif found:
+        wait_until_cleared(out, flag)
+
+
+# how long a node other than 0, given --force, waits for node 0 to clear --out before starting its ranks:
+# torchrun's static rendezvous waits as long for node 0
+CLEAR_WAIT_S = 600.0
+
+
+def wait_until_cleared(out: str, flag: str = "--out", wait_s: float = CLEAR_WAIT_S) -> None:
+    """Return once `out` holds no previous run's checkpoints or metrics (node 0's --force cleared them);
+    one line after `wait_s` seconds."""
+    import time
+
+    from tasks.training.checkpoint import previous_run
+
+    deadline = time.monotonic() + wait_s
+    while (found := previous_run(Path(out))) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    if found:
+        raise UserError(f"--force: node 0 did not clear {flag} {out} of {found} within {wait_s:.0f} s (is it on "
+                        "storage every node shares?)")
 
 
 def check_model(model: str, flag: str = "--model", max_tokens: int | None = None) -> None:

@@ -15,6 +15,7 @@ from flows.cli_checks import (already_trained, check_backend, check_benchmark, c
 from flows.cli_common import (StoreOpt, UserError, check_prefect_api, checked, console,
                               quiet_children_after_interrupt, quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
+from flows.cli_nodes import NNodesOpt, NodeRankOpt, RdzvEndpointOpt, check_nodes, other_node_done
 from tasks.training.config import RL_NESTED, RLConfig
 from tasks.training.plan import SHAPES
 from tasks.training.rl_presets import RL_PRESETS
@@ -31,6 +32,9 @@ def rl(
                                       "metrics; required unless --dry-run)"),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Processes (GPUs) for torchrun (--strategy "
                                         "ddp|fsdp); default 1 (in this process), or the preset's"),
+    nnodes: Optional[int] = NNodesOpt,
+    node_rank: Optional[int] = NodeRankOpt,
+    rdzv_endpoint: Optional[str] = RdzvEndpointOpt,
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from a named run: " + "; ".join(
         f"{k}: {p.description}" for k, p in RL_PRESETS.items()) + ". Flags left at their defaults take the "
         "preset's values"),
@@ -53,13 +57,14 @@ def rl(
         settings = under_preset(settings, chosen.config, given_on_command_line(ctx))
     nproc = nproc if nproc is not None else (chosen.hardware.nproc if chosen else 1)
     check_nproc(nproc)
+    nodes = check_nodes(nnodes, node_rank, rdzv_endpoint)
     cfg = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
-    from tasks.training.rl_engine import engine_layout_problem
+    from tasks.training.launch import rl_layout_problem
 
-    if problem := engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step):
+    if problem := rl_layout_problem(nproc, cfg, nodes):
         raise UserError(problem)
     if dry_run:
-        _print_rl_plan(model, data, cfg, nproc, gpu_memory, chosen)
+        _print_rl_plan(model, data, cfg, nodes.world(nproc), gpu_memory, chosen)  # ranks of every node
         return
     for flag, value in (("--data", data), ("--out", out)):
         if value is None:
@@ -78,15 +83,19 @@ def rl(
     if already_trained(out, "rl", model, data, dataset, cfg, resume, force):
         return
     check_prefect_api()
-    prepare_out(out, resume, force)
+    prepare_out(out, resume, force, main_node=nodes.is_main)
     quiet_prefect_defaults()
-    starting(f"rl ({cfg.loss})", f"training into {out}")
+    starting(f"rl ({cfg.loss})", f"training into {out}" + (f" as {nodes.describe()}" if nodes.multi else ""))
     from flows.rl import rl as rl_flow
     from tasks.training.launch import RanksFailed
 
-    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # torchrun's ranks: one line on Ctrl-C
+    torchrun = nproc > 1 or nodes.multi
+    with quiet_children_after_interrupt() if torchrun else nullcontext():  # torchrun's ranks: one line on Ctrl-C
         res = run_flow(rl_flow, model=model, data=data, out=out, config=cfg, resume=resume, store=store,
-                       nproc=nproc, user_errors=(ValueError, RanksFailed))
+                       nproc=nproc, nnodes=nodes.nnodes, node_rank=nodes.node_rank,
+                       rdzv_endpoint=nodes.rdzv_endpoint, user_errors=(ValueError, RanksFailed))
+    if not nodes.is_main:
+        return other_node_done(nodes, out)
     console.print(f"checkpoint {res['checkpoint']}: {out}  ({res['steps']} steps, final reward {res['final_reward']:.3f}; "
                   f"metrics: {out}/metrics.jsonl, TensorBoard: {out}/tb)")
 

@@ -20,6 +20,8 @@ from tasks.reporting import chart_markdown, plot_arms
 from tasks.training.ablation import (TRAINING_FIGURES, ablation_markdown, arm_config, arms, label, pairwise,
                                      run_figures, summarize, training_figures)
 from tasks.training.metrics import read_metrics
+from tasks.training.launch import run_rl
+from tasks.training.nodes import node_layout
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
@@ -28,10 +30,12 @@ from tasks.training.rl import RLConfig
       flow_run_name=flow_run_namer("rl", lambda param: short_name(param("out"))))
 @one_line_failures
 def rl(model: str, data: str, out: str, config: Annotated[RLConfig, ConfigForm(RLConfig)] = RLConfig(),
-       resume: bool = False, store: str | None = None, nproc: int = 1) -> dict:
+       resume: bool = False, store: str | None = None, nproc: int = 1, nnodes: int = 1, node_rank: int = 0,
+       rdzv_endpoint: str | None = None) -> dict:
     """Policy-gradient RL from `model` on the rewardable problems of `data` (a store or canonical file).
     The checkpoint is registered as `sft` registers its own (`store`, else data's store, else the default).
     `nproc` > 1 launches torchrun over that many local processes (`config.strategy`: ddp or fsdp).
+    Several nodes: one run per node, as the `sft` flow's (node 0's run reports and registers).
 
     Args:
         model: HF model directory to start from (usually the SFT checkpoint)
@@ -41,9 +45,16 @@ def rl(model: str, data: str, out: str, config: Annotated[RLConfig, ConfigForm(R
         resume: continue from the latest checkpoint in `out`
         store: store whose catalog records the checkpoint (default: the one `data` names)
         nproc: processes (GPUs) for torchrun; 1 trains in the flow's own process
+        nnodes: machines the run spans (`nproc` processes on each); 1 trains on this one
+        node_rank: this machine's place, 0 to nnodes - 1 (node 0 hosts the rendezvous and writes `out`)
+        rdzv_endpoint: HOST:PORT of node 0's rendezvous, the same on every node (with nnodes > 1)
     """
+    nodes = node_layout(nnodes, node_rank, rdzv_endpoint, environ={})  # parameters only: one line if wrong
     store = store or store_of(data) or resolve_store(None)
-    return rl_train_task(model, data, out, config, resume, store, nproc)
+    if not nodes.is_main:
+        run_rl(model, data, out, config, resume, nproc, nodes=nodes)
+        return {"out": out, "nnodes": nodes.nnodes, "node_rank": nodes.node_rank}
+    return rl_train_task(model, data, out, config, resume, store, nproc, nodes)
 
 
 @flow(name="ablate", log_prints=True, validate_parameters=False,

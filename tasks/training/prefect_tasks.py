@@ -18,21 +18,22 @@ from tasks.reporting import chart_markdown
 from tasks.training.lineage import register_checkpoint
 from tasks.training.ablation import run_figures
 from tasks.training.launch import run_rl, run_sft
+from tasks.training.nodes import NodeLayout
 from tasks.training.rl_data import Selection
 from tasks.training.sft import SFTConfig
 
 
 @task(name="sft-train", task_run_name="sft", cache_policy=NONE)
 def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: bool, store: str | None,
-                   nproc: int = 1) -> dict:
+                   nproc: int = 1, nodes: NodeLayout = NodeLayout()) -> dict:
     feed = progress_feed(run_artifact_key("progress"), f"SFT {out}")
     watch = StepProgress("sft", start_step=None, mode="off", feed=feed)  # the terminal has train_sft's own
 
     def on_step(step: int, total: int, values: dict) -> None:
         watch.update(step, total, tokens=values["input_tokens"], loss=values["loss"])
 
-    result = run_sft(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
-    if nproc > 1:  # torchrun ranks report on their own stderr; here only the end is known
+    result = run_sft(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step, nodes=nodes)
+    if nproc > 1 or nodes.multi:  # torchrun ranks report on their own stderr; here only the end is known
         feed(ProgressLine(f"sft {result.steps} steps, final loss {result.losses[-1]:.4f}", 1.0))
     batch = json.loads((Path(out) / "sft_config.json").read_text())
     batch_line = batch.get("batch_size_auto") or f"batch size {batch.get('batch_size')}"
@@ -53,7 +54,7 @@ def sft_train_task(model: str, data: str, out: str, config: SFTConfig, resume: b
 
 @task(name="rl-train", task_run_name="rl", cache_policy=NONE)
 def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: str | None,
-                  nproc: int = 1) -> dict:
+                  nproc: int = 1, nodes: NodeLayout = NodeLayout()) -> dict:
     watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
                          feed=progress_feed(run_artifact_key("progress"), f"RL ({config.loss}) {out}"))
     rollouts = config.prompts_per_step * config.rollouts_per_prompt
@@ -64,7 +65,7 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                      acc=values["accuracy"], clip_low=values.get("clip_frac_low", 0.0),
                      clip_high=values.get("clip_frac_high", 0.0), **held_out)
 
-    result = run_rl(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step)
+    result = run_rl(model, data, out, config, resume=resume, nproc=nproc, on_step=on_step, nodes=nodes)
     selection = Selection(json.loads((Path(out) / "rl_config.json").read_text()).get("selection", {}))
     get_run_logger().info("RL problems: %s", selection.line())
     row = register_checkpoint(out, "rl", model, result["dataset"],
