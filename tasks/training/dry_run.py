@@ -14,7 +14,9 @@ Rules:
   cfg.micro_batch_size of them, and at least one full-length rollout (a longer one runs alone): the
   largest row the update really builds.
 - gradient checkpointing: cfg.gradient_checkpointing when set; None plans it on (train_rl turns it on
-  with a GPU, the machine a plan is for).
+  with a GPU, the machine a plan is for). bf16 likewise: cfg.bf16, None planned on (a GPU's default).
+- mini-batches: cfg.mini_batches, which with the ranks sets how many rollouts a rank trains per optimizer
+  step (plan.py: more than one micro-batch keeps unsharded gradients under fsdp).
 - what train_rl will run comes from `cfg`, whatever `hw` says: the strategy is cfg.strategy, tp is
   cfg.tensor_parallel, and a vLLM
   engine is planned unless cfg.backend is "hf" ("auto" picks vLLM on a GPU with vLLM installed, the machine
@@ -71,10 +73,11 @@ def dry_run(model: str, cfg: "RLConfig", hw: Hardware, prompt_tokens: int | None
     most = min(-(-rollouts // cfg.mini_batches), cfg.micro_batch_size or rollouts)
     micro = max(seq, min(cfg.micro_batch_tokens, most * seq))
     work = Workload(prompts_per_step=cfg.prompts_per_step, rollouts_per_prompt=cfg.rollouts_per_prompt,
-                    micro_batch_tokens=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens)
+                    micro_batch_tokens=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens,
+                    mini_batches=cfg.mini_batches)
     checkpointing = True if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
     plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf", tp=cfg.tensor_parallel,
-                                        gradient_checkpointing=checkpointing))
+                                        gradient_checkpointing=checkpointing, bf16=cfg.bf16 is not False))
     title = f"{label} ({cfg.backend} rollouts): {plan.title}"
     if 0 < prompt < longest:
         title += (f"; prompts over {prompt:,} tokens are left out (context {context:,} − max_tokens "

@@ -1,23 +1,38 @@
 """A memory plan for an RL run, made from shapes alone (no weights loaded), so a user sees before renting
-GPUs whether a configuration fits, and why not.
+GPUs whether a configuration fits, and why not. It counts what the trainer does, per GPU, with P parameters
+over N ranks, B of them in one decoder block and R in the root module (embeddings, output layer, final norm):
 
-Per GPU, for the trainer (fp32 master weights, bf16 autocast, AdamW), with P parameters over N ranks:
-
-    weights 4P, gradients 4P, AdamW moments 8P bytes   (ddp: each rank holds all; fsdp: each holds 1/N)
-    fsdp working set       2 blocks' parameters gathered in fp32 (the current block and the prefetched next)
+    weights 4P, gradients 4P, AdamW moments 8P bytes (fp32)   ddp: each rank holds all (16P);
+                           fsdp: each holds a 1/N shard (16P/N: fp32 master shard, its gradient, Adam's moments)
+    fsdp gathered blocks   FSDP2 with a bf16 mixed-precision policy (bf16 all-gathers, fp32 reduce-scatter):
+                           2 blocks gathered in bf16 at a time (the current one and the prefetched next), 2·2B
+    fsdp root gathered     the root module is not resharded between forward and backward (FSDP2's rule for
+                           the root): its parameters stay gathered in bf16 through the micro-batch, 2R
+    fsdp gradients         unsharded, per GPU: when a rank runs more than one micro-batch per optimizer step
+                           (its share of a mini-batch, ⌈⌈rollouts/mini_batches⌉/N⌉ full-length rollouts,
+                           passes the micro-batch) gradients are synchronised in the last one only
+                           (rl_update.py), and FSDP2 keeps the earlier ones unsharded, accumulated in the
+                           reduce dtype: 4P, plus the root's bf16 gradient before it is added (2R); with one
+                           micro-batch only the root's gradients in flight: bf16 and their fp32 copy for the
+                           reduce-scatter, 6R (a block's are B-sized and freed as backward moves on)
     activations            per micro-batch of T tokens (RLConfig.micro_batch_tokens: one packed row, no padding;
                            a rollout longer than the budget is a micro-batch of its own), saved for backward in
-                           bf16 (2 bytes/element), per layer and token: 7h + 2·kv + 4·I elements (norm
-                           inputs/outputs, q/k/v, attention and o-projection outputs; SwiGLU gate, up,
-                           act(gate) and product), h = hidden, kv = kv_heads·head_dim, I = intermediate; with
-                           gradient checkpointing only each layer's input (h) is kept, plus one layer's full
-                           set while it is recomputed
+                           bf16 (2 bytes/element; 4 without bf16), per layer and token: 7h + 2·kv + 4·I
+                           elements (norm inputs/outputs, q/k/v, attention and o-projection outputs; SwiGLU
+                           gate, up, act(gate) and product), h = hidden, kv = kv_heads·head_dim,
+                           I = intermediate; with gradient checkpointing only each layer's input (h) is kept,
+                           plus one layer's full set while it is recomputed
     log-prob chunk         no [tokens, V] logits exist: log-probs are taken from the hidden states through the
                            output embedding in chunks of C = min(LOGPROB_CHUNK, response tokens of a
                            micro-batch) positions (linear_logprobs.py): at most 8·C·V bytes at once (the
                            forward's fp32 logits and one fp32 work buffer; backward holds less), plus the
-                           output embedding cast to bf16 (2·V·h).
+                           output embedding cast to bf16 (2·V·h) where it is fp32 (not under fsdp's bf16
+                           policy: the gathered root is that copy).
                            tests/training/test_plan_logits.py measures it against scoring at V = 151,936.
+    not counted            checkpoints (torch.distributed.checkpoint: each rank writes and reads its own
+                           shards, nothing gathered to one rank, no optimizer state loaded whole) and model
+                           loading (built on the meta device, weights read into the shards): neither adds
+                           a full copy of anything to a GPU.
 
 For a colocated vLLM engine on the same GPU (one per rank, or per tensor-parallel group of `tp` ranks):
 
@@ -26,12 +41,19 @@ For a colocated vLLM engine on the same GPU (one per rank, or per tensor-paralle
                            2 (K and V) · layers · kv_heads · head_dim · 2 bytes per token for the whole
                            model; tensor parallelism splits the KV heads over the tp GPUs (each holds
                            ⌈kv_heads/tp⌉ of them), so one engine holds tp GPUs' KV caches of sequences
-    peak                   trainer + engine, or max(trainer, engine) when the engine sleeps (frees its
-                           memory) during the update
 
+The peak is the largest of the step's phases:
+
+    update                 the trainer terms above (+ the engine, when it does not sleep during the update)
+    generation             the trainer's state that stays on the GPU (master weights and Adam moments, 12P/N
+                           under fsdp, 12P under ddp; gradients are freed after each optimizer step) + engine
+    weight sync            that state + the engine's weights + one whole parameter gathered in fp32 (the
+                           largest, V·h), pushed while the KV cache still sleeps (vllm_backend.py)
+
+A sleeping engine (vLLM sleep level 2) keeps nothing: no GPU memory and no host copy.
 Without an engine (`engine` False: the policy generates with transformers) an fsdp run over several ranks
-adds an unsharded fp32 copy of the policy per rank (4P bytes: a sharded module cannot generate different
-prompts on different ranks); the generation's own KV cache is not planned.
+adds an unsharded copy of the policy per rank, in bf16 (2P; 4P without bf16) (a sharded module cannot
+generate different prompts on different ranks); the generation's own KV cache is not planned.
 
 The plan refuses (one line, the largest term named, then the changes that would lower the peak) when the
 peak passes the GPU's memory, or when the KV cache cannot hold one full-length sequence (prompt + max_tokens).
@@ -90,6 +112,11 @@ class Shape:
         return self.layers * self.block_params + embeddings + self.hidden
 
     @property
+    def root_params(self) -> int:
+        """What no decoder block holds: embeddings, output layer (when untied), final norm."""
+        return self.params - self.layers * self.block_params
+
+    @property
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * 2
 
@@ -109,6 +136,7 @@ class Hardware:
     engine_sleeps: bool = True            # the engine frees its memory during the update
     tp: int = 1                           # tensor-parallel ranks per engine
     gpu_memory_utilization: float = 0.5   # the engine's share of the GPU while it runs
+    bf16: bool = True                     # the update's forwards in bf16 (autocast; fsdp's bf16 policy)
 
 
 @dataclass(frozen=True)
@@ -118,10 +146,15 @@ class Workload:
     micro_batch_tokens: int               # the largest micro-batch (tokens per forward/backward)
     prompt_tokens: int                    # longest prompt
     max_tokens: int                       # longest response
+    mini_batches: int = 1                 # optimizer steps per rollout batch (RLConfig.mini_batches)
 
     @property
     def sequence_tokens(self) -> int:
         return self.prompt_tokens + self.max_tokens
+
+    def rank_rollouts(self, nproc: int) -> int:
+        """Rollouts one rank trains per optimizer step at most: ⌈⌈rollouts / mini_batches⌉ / nproc⌉."""
+        return -(-(-(-self.prompts_per_step * self.rollouts_per_prompt // self.mini_batches)) // nproc)
 
     @property
     def micro_batch_rollouts(self) -> int:
@@ -141,13 +174,15 @@ class Plan:
     refusal: str | None                   # why it cannot run, or None
     title: str = ""                       # the run in one line (parameters, GPUs, strategy, engine, micro-batch)
     engine: bool = True                   # a separate rollout engine is planned (else the policy generates)
+    generation_gib: float = 0.0           # the trainer's resident state + the engine, while it generates
 
     def render(self) -> str:
         rows = [self.title] if self.title else []
         rows += [f"  {what:<34} {gib:10.2f} GiB" for what, gib in self.lines]
-        rows.append(f"  {'trainer peak':<34} {self.trainer_gib:10.2f} GiB")
+        rows.append(f"  {'trainer peak (update)':<34} {self.trainer_gib:10.2f} GiB")
         if self.engine:
             rows += [f"  {'engine (weights + KV cache)':<34} {self.engine_gib:10.2f} GiB",
+                     f"  {'generation (trainer state + engine)':<34} {self.generation_gib:10.2f} GiB",
                      f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
                      f"  KV cache {self.kv_cache_gib:.2f} GiB per GPU; an engine holds {self.concurrent_sequences} "
                      f"full-length sequences at once"]
@@ -161,38 +196,48 @@ class Plan:
 
 def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     """The per-GPU memory plan of an RL run (formulas in the module docstring)."""
-    p = shape.params
+    p, block, root = shape.params, shape.block_params, shape.root_params
+    sharded = hw.strategy == "fsdp" and hw.nproc > 1
     share = hw.nproc if hw.strategy == "fsdp" else 1
+    half = 2 if hw.bf16 else 4  # bytes of a compute-dtype element (bf16, else fp32)
     tokens = max(work.micro_batch_tokens, work.sequence_tokens)
     kv = shape.kv_heads * shape.head_dim
     per_layer_token = 7 * shape.hidden + 2 * kv + 4 * shape.intermediate
     if hw.gradient_checkpointing:
-        activations = 2 * tokens * (shape.layers * shape.hidden + per_layer_token)
+        activations = half * tokens * (shape.layers * shape.hidden + per_layer_token)
     else:
-        activations = 2 * tokens * shape.layers * per_layer_token
+        activations = half * tokens * shape.layers * per_layer_token
     lines = [("weights (fp32)", 4 * p / share), ("gradients (fp32)", 4 * p / share),
              ("AdamW moments (fp32)", 8 * p / share)]
-    if hw.strategy == "fsdp" and hw.nproc > 1:
-        lines.append(("fsdp gathered blocks (fp32)", 2 * 4 * shape.block_params))
+    if sharded:
+        accumulating = work.rank_rollouts(hw.nproc) > work.micro_batch_rollouts
+        lines += [(f"fsdp gathered blocks ({'bf16' if hw.bf16 else 'fp32'})", 2 * half * block),
+                  (f"fsdp root gathered ({'bf16' if hw.bf16 else 'fp32'})", half * root),
+                  ("fsdp unsharded gradients (fp32)" if accumulating else "fsdp root gradients in flight",
+                   4 * p + half * root if accumulating else (half + 4) * root)]
     from tasks.training.linear_logprobs import LOGPROB_CHUNK
 
     chunk = min(LOGPROB_CHUNK, work.micro_batch_rollouts * work.max_tokens)
-    lines += [("activations (bf16)", activations),
-              ("log-prob chunk (fp32)", 8 * chunk * shape.vocab + 2 * shape.vocab * shape.hidden)]
-    if not hw.engine and hw.strategy == "fsdp" and hw.nproc > 1:
-        lines.append(("rollout copy of the policy (fp32)", 4 * p))
+    head_copy = 0 if sharded and hw.bf16 else 2 * shape.vocab * shape.hidden
+    lines += [(f"activations ({'bf16' if hw.bf16 else 'fp32'})", activations),
+              ("log-prob chunk (fp32)", 8 * chunk * shape.vocab + head_copy)]
+    if not hw.engine and sharded:
+        lines.append((f"rollout copy of the policy ({'bf16' if hw.bf16 else 'fp32'})", half * p))
     lines = [(what, b / GIB) for what, b in lines]
     trainer = sum(g for _, g in lines)
+    resident = 12 * p / share / GIB  # master weights + Adam moments: what stays through generation
     gpu = hw.gpu_memory_gib
     engine_weights = 2 * p / hw.tp / GIB if hw.engine else 0.0
     kv_cache = max(0.0, hw.gpu_memory_utilization * gpu - engine_weights) if hw.engine else 0.0
     engine = engine_weights + kv_cache
-    peak = max(trainer, engine) if hw.engine_sleeps else trainer + engine
+    generation = resident + engine if hw.engine else 0.0
+    sync = resident + engine_weights + 4 * shape.vocab * shape.hidden / GIB if hw.engine else 0.0
+    peak = max(trainer, generation, sync) if hw.engine_sleeps else trainer + engine
     seq_kv = shape.kv_bytes_per_token_per_gpu(hw.tp) * work.sequence_tokens  # one sequence, one GPU's share
     concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
     refusal = None
     if peak > gpu:
-        awake = [("engine", engine)] if hw.engine and (not hw.engine_sleeps or engine >= trainer) else []
+        awake = [("engine", engine)] if hw.engine and (not hw.engine_sleeps or generation >= trainer) else []
         biggest = max(lines + awake, key=lambda x: x[1])  # a sleeping engine is not part of the trainer peak
         refusal = (f"needs {peak:.1f} GiB per GPU, more than {gpu:g} GiB (largest: {biggest[0]} "
                    f"{biggest[1]:.1f} GiB); try {_remedies(work, hw)}")
@@ -203,7 +248,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
                 concurrent_sequences=concurrent,
                 tokens_per_step=work.prompts_per_step * work.rollouts_per_prompt * work.sequence_tokens,
-                refusal=refusal, title=_title(shape, work, hw), engine=hw.engine)
+                refusal=refusal, title=_title(shape, work, hw), engine=hw.engine, generation_gib=generation)
 
 
 def _remedies(work: Workload, hw: Hardware) -> str:

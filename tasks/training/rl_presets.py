@@ -65,7 +65,7 @@ PAPER_HARDWARE = Hardware(
     strategy="fsdp",                 # the config's strategy (what dry_run plans), for plan_rl used directly
     gradient_checkpointing=True,     # without it one 36K-token rollout's activations alone pass 80 GiB
     engine=True,                     # the vLLM engine (backend "vllm") shares each GPU with its trainer rank
-    engine_sleeps=True,              # trainer (~73 GiB) + awake engine (40 GiB) pass 80 GiB: the engine must
+    engine_sleeps=True,              # trainer (~71 GiB) + awake engine (40 GiB) pass 80 GiB: the engine must
     #                                  free its memory during the update
     tp=1,                            # 8B bf16 weights (15 GiB) fit one GPU; one engine per rank
     gpu_memory_utilization=0.5,      # the engine's share while it generates (VLLMGenerator's default)

@@ -13,6 +13,64 @@ def test_qwen3_8b_shape_has_its_published_size():
     assert QWEN3_8B.kv_bytes_per_token == 2 * 36 * 8 * 128 * 2      # K and V, bf16
 
 
+def test_qwen3_8b_block_and_root_by_hand():
+    # block: q 4096·4096 + k, v 2·4096·1024 + o 4096·4096 + q/k norms 2·128 + SwiGLU 3·4096·12288 + 2 norms 2·4096
+    #      = 16,777,216 + 8,388,608 + 16,777,216 + 256 + 150,994,944 + 8,192 = 192,946,432
+    # root: embeddings and untied output 2·151,936·4096 + final norm 4096 = 1,244,663,808
+    # all:  36 · 192,946,432 + 1,244,663,808 = 8,190,735,360
+    assert QWEN3_8B.block_params == 192_946_432
+    assert QWEN3_8B.root_params == 1_244_663_808
+    assert QWEN3_8B.params == 8_190_735_360
+
+
+# The paper run's per-GPU terms in GiB, by hand (P = 8,190,735,360, B = 192,946,432, R = 1,244,663,808,
+# 1 GiB = 2^30 bytes); every rank trains ⌈1024 / 8 / N⌉ = 16 (N = 8) or 8 (N = 16) full-length rollouts per
+# optimizer step, more than the one a 36,864-token micro-batch holds, so gradients accumulate unsharded:
+#   weights 4P/N: 3.8141 (N = 8), 1.9071 (N = 16); gradients the same; AdamW 8P/N: 7.6282, 3.8141
+#   gathered blocks 2·2·B = 771,785,728 B = 0.7188; root gathered 2·R = 2,489,327,616 B = 2.3184
+#   unsharded gradients 4P + 2R = 32,762,941,440 + 2,489,327,616 = 35,252,269,056 B = 32.8312
+#   activations 2 · 36,864 · (36·4096 + 7·4096 + 2·1024 + 4·12288) = 2 · 36,864 · 227,328 = 16,760,438,784 B
+#     = 15.6094
+#   log-prob chunk 8 · 4096 · 151,936 = 4,978,638,848 B = 4.6367 (the output layer is the gathered bf16 root)
+#   trainer: 16P/N + 0.7188 + 2.3184 + 32.8312 + 15.6094 + 4.6367 = 71.3709 (N = 8), 63.7427 (N = 16)
+#   generation: 12P/N + 0.5 · 80 = 11.4423 + 40 = 51.4423 (N = 8), 5.7212 + 40 = 45.7212 (N = 16)
+PAPER_GIB = {8: (71.3709, 51.4423), 16: (63.7427, 45.7212)}
+
+
+@pytest.mark.parametrize("nproc", [8, 16])
+def test_the_paper_run_per_gpu_by_hand(nproc):
+    plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=nproc, strategy="fsdp"))
+    lines = dict(plan.lines)
+    assert lines["fsdp gathered blocks (bf16)"] == pytest.approx(0.7188, abs=1e-4)
+    assert lines["fsdp root gathered (bf16)"] == pytest.approx(2.3184, abs=1e-4)
+    assert lines["fsdp unsharded gradients (fp32)"] == pytest.approx(32.8312, abs=1e-4)
+    assert lines["activations (bf16)"] == pytest.approx(15.6094, abs=1e-4)
+    assert lines["log-prob chunk (fp32)"] == pytest.approx(4.6367, abs=1e-4)
+    trainer, generation = PAPER_GIB[nproc]
+    assert plan.trainer_gib == pytest.approx(trainer, abs=1e-3)
+    assert plan.generation_gib == pytest.approx(generation, abs=1e-3)
+    assert plan.peak_gib == plan.trainer_gib and plan.refusal is None
+
+
+def test_one_micro_batch_per_rank_keeps_no_unsharded_gradients():
+    """16 prompts × 8 in 16 mini-batches over 8 ranks: one rollout per rank per optimizer step, one
+    micro-batch, gradients reduce-scattered as they come: only the root's in flight, bf16 + fp32 = 6R
+    = 7,467,982,848 B = 6.9551 GiB, instead of 4P + 2R."""
+    work = Workload(16, 8, 36864, 4096, 32768, mini_batches=16)
+    lines = dict(plan_rl(QWEN3_8B, work, Hardware(nproc=8, strategy="fsdp")).lines)
+    assert "fsdp unsharded gradients (fp32)" not in lines
+    assert lines["fsdp root gradients in flight"] == pytest.approx(6.9551, abs=1e-4)
+
+
+def test_the_trainer_state_stays_on_the_gpu_while_the_engine_generates():
+    """16 GPUs, the engine at 0.85 of 80 GiB: generation = 12P/16 + 68 = 5.7212 + 68 = 73.7212 GiB passes the
+    update's 63.74 and is the peak; at 0.95 (5.7212 + 76 = 81.72) it passes 80 GiB, the engine named."""
+    plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=16, strategy="fsdp", gpu_memory_utilization=0.85))
+    assert plan.peak_gib == plan.generation_gib == pytest.approx(73.7212, abs=1e-3) and plan.refusal is None
+    plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=16, strategy="fsdp", gpu_memory_utilization=0.95))
+    assert plan.refusal and "largest: engine 76.0 GiB" in plan.refusal
+
+
 def test_tiny_preset_matches_the_model_it_makes():
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -82,6 +140,9 @@ def test_a_refusal_suggests_only_changes_that_lower_the_peak():
 def test_without_an_engine_fsdp_ranks_keep_an_unsharded_copy_to_generate_with():
     hw = Hardware(nproc=8, strategy="fsdp", engine=False)
     lines = dict(plan_rl(QWEN3_8B, PAPER, hw).lines)
-    assert lines["rollout copy of the policy (fp32)"] == pytest.approx(4 * QWEN3_8B.params / GIB)
+    assert lines["rollout copy of the policy (bf16)"] == pytest.approx(2 * QWEN3_8B.params / GIB)
+    fp32 = dict(plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", engine=False, bf16=False)).lines)
+    assert fp32["rollout copy of the policy (fp32)"] == pytest.approx(4 * QWEN3_8B.params / GIB)
+    assert fp32["fsdp gathered blocks (fp32)"] == pytest.approx(2 * lines["fsdp gathered blocks (bf16)"])
     ddp = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, engine=False))   # replicas generate with the policy itself
-    assert "rollout copy of the policy (fp32)" not in dict(ddp.lines)
+    assert not any(w.startswith("rollout copy") for w in dict(ddp.lines))
