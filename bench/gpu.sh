@@ -11,6 +11,12 @@
 #                                     #      skipped when there is no GPU
 #   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
 #   bash bench/gpu.sh --sft           # setup + sft + sft_loss only (≈ 2 min on a GPU)
+#   bash bench/gpu.sh --pretrained    # only the recipe on a pretrained base: `klear pipeline --base-model
+#                                     #      $KLEAR_BENCH_BASE_MODEL (smollm2-135m-instruct) --scale
+#                                     #      $KLEAR_BENCH_SCALE (0.5)`, base → SFT → RL held-out avg@k and
+#                                     #      the stages' seconds (the pipeline's summary line); skipped with a
+#                                     #      reason where klear cannot run (no typer/prefect) or the model
+#                                     #      cannot be had (no Hub, no package index, no cached copy)
 #   KLEAR_BENCH_TP=2 bash bench/gpu.sh --rl-dist   # the same with one vLLM engine per 2 GPUs (--tensor-parallel 2)
 #
 # Prints one JSON line per measurement ({"bench":"gpu","part":...,"status":"ok|skipped|timeout|error",...})
@@ -84,12 +90,14 @@ REPO=$(pwd)
 SMOKE=${KLEAR_GPU_BENCH_SMOKE:-0}
 ONLY_RL_DIST=0
 ONLY_SFT=0
+ONLY_PRETRAINED=0
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke|--smoke) SMOKE=1 ;;
     --rl-dist) ONLY_RL_DIST=1 ;;
     --sft) ONLY_SFT=1 ;;
-    -h|--help) sed -n '2,79p' "$0"; exit 0 ;;
+    --pretrained) ONLY_PRETRAINED=1 ;;
+    -h|--help) sed -n '2,85p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -157,6 +165,29 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
   if [ "$rc" != 0 ]; then tail -n 25 "$LOG" >&2; fi
 }
 
+run_pretrained_pipeline() {  # the recipe end to end on a pretrained base, its summary line as the result
+  local base=${KLEAR_BENCH_BASE_MODEL:-smollm2-135m-instruct} scale=${KLEAR_BENCH_SCALE:-0.5} rc summary
+  if ! "$PY" -c 'import typer, prefect' 2>/dev/null; then
+    json_line pretrained_pipeline skipped "this python has no typer/prefect: klear pipeline cannot run"; return
+  fi
+  echo "== pretrained_pipeline ($base, scale $scale, limit ${GLOBAL_S}s)" >>"$LOG"
+  timeout -k 10 "$GLOBAL_S" "$PY" -m flows.cli pipeline --base-model "$base" --scale "$scale" \
+    --store "$WORK/pipeline-store" >"$WORK/pipeline.out" 2>>"$LOG"
+  rc=$?
+  summary=$(grep '^{' "$WORK/pipeline.out" | tail -n 1)
+  if [ "$rc" = 0 ] && [ -n "$summary" ]; then
+    line=$("$PY" -c 'import json,sys; print(json.dumps({"bench":"gpu","part":"pretrained_pipeline","status":"ok","base_model":sys.argv[1],"scale":float(sys.argv[2]),"summary":json.loads(sys.argv[3])}))' "$base" "$scale" "$summary")
+    echo "$line"; echo "$line" >>"$RESULTS"
+  else
+    json_line pretrained_pipeline error "exit $rc: $(grep -v '^\s*$' "$LOG" | tail -n 2 | tr '\n' ' ' | cut -c1-400)"
+  fi
+}
+
+if [ "$ONLY_PRETRAINED" = 1 ]; then
+  run_pretrained_pipeline
+  [ -n "${OUT:-}" ] && cp "$LOG" "$OUT/gpu.log" 2>/dev/null && cp "$RESULTS" "$OUT/gpu.json" 2>/dev/null
+  exit 0
+fi
 run_part setup "$L_SETUP" setup
 if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft

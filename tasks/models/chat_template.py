@@ -16,6 +16,8 @@ template renders.
 """
 from __future__ import annotations
 
+import json
+
 IM_START, IM_END, THINK_CLOSE = "<|im_start|>", "<|im_end|>", "</think>"
 
 THINKING_CHAT_TEMPLATE = (
@@ -35,6 +37,31 @@ THINKING_CHAT_TEMPLATE = (
     "{%- if enable_thinking is defined and not enable_thinking %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif -%}"
     "{%- endif -%}"
 )
+
+
+def plain_chat_template(bos: str | None, end: str) -> str:
+    """The chat template given to a model that has none (a base model: Gemma 3 270M's GGUF carries no
+    template): `User: {content}\n` for a user turn, `Assistant: {content}{end}\n` for an assistant turn,
+    `Assistant: ` as the generation prompt, the whole led by the text `bos` when the model's texts start with
+    a BOS token (prompts are tokenised without special tokens, so the template writes it). Plain words a base
+    model has read in pretraining; `end` is what closes a turn (`end_of_turn`), and SFT teaches the rest."""
+    return ("{%- set end = " + json.dumps(end) + " -%}"
+            + ("{{- " + json.dumps(bos) + " -}}" if bos else "")
+            + "{%- for message in messages -%}"
+            "{%- set text = message['content'] if message['content'] is string else '' -%}"
+            "{%- if message['role'] == 'assistant' -%}{{- 'Assistant: ' + text + end + '\\n' -}}"
+            "{%- else -%}{{- 'User: ' + text + '\\n' -}}{%- endif -%}"
+            "{%- endfor -%}"
+            "{%- if add_generation_prompt -%}{{- 'Assistant: ' -}}{%- endif -%}")
+
+
+def give_chat_template(tokenizer, bos: bool) -> bool:
+    """`plain_chat_template` as the tokenizer's template when it has none (led by its BOS token when `bos`
+    and it has one, each turn closed by `end_of_turn`); whether it was given."""
+    if getattr(tokenizer, "chat_template", None):
+        return False
+    tokenizer.chat_template = plain_chat_template(tokenizer.bos_token if bos else None, end_of_turn(tokenizer))
+    return True
 
 
 def end_of_turn(tokenizer) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = "klear_model.json"
-CONVERSION = 2  # bump when a conversion's output changes: a cached model of another conversion is made again
+CONVERSION = 3  # bump when a conversion's output changes: a cached model of another conversion is made again
 HUB_TIMEOUT_S = 10  # a Hub that does not answer within this is taken as absent (offline machines)
 
 
@@ -274,6 +274,11 @@ def import_gguf(gguf: str | Path, out: str | Path, manifest: dict | None = None)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from transformers.utils import logging as hf_logging
+
+    from tasks.models.chat_template import give_chat_template
+
+    hf_logging.disable_progress_bar()  # the fetch's own lines say what happens; no bar per tensor
     gguf, out = Path(gguf), Path(out)
     if not gguf.is_file():
         raise FetchError(f"{gguf}: no such file")
@@ -289,6 +294,10 @@ def import_gguf(gguf: str | Path, out: str | Path, manifest: dict | None = None)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     set_generation_ids(model, tokenizer)
+    flags = gguf_tokenizer_flags(gguf)
+    for flag, value in flags.items():
+        setattr(tokenizer, flag, value)  # rebuilds the post-processor, saved with the tokenizer
+    given = give_chat_template(tokenizer, bos=flags.get("add_bos_token", False))
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
@@ -296,6 +305,7 @@ def import_gguf(gguf: str | Path, out: str | Path, manifest: dict | None = None)
     data = {"name": (manifest or {}).get("name", gguf.stem), "conversion": CONVERSION, "source": (manifest or {}).get("source", f"gguf:{gguf.name}"),
             "gguf_sha256": sha256_file(gguf), "licence": (manifest or {}).get("licence", "unknown"),
             "quantisation": f"{quant} (dequantised to float32)", "architecture": type(model).__name__,
+            "chat_template": "plain (it had none)" if given else "its own",
             "vocab_size": model.config.vocab_size, "eos_token_ids": model.generation_config.eos_token_id}
     (out / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
     return out
@@ -306,12 +316,16 @@ def save_hub_model(snapshot: Path, out: Path, manifest: dict) -> Path:
     ids, and the manifest."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from tasks.models.chat_template import give_chat_template
+
     tokenizer = AutoTokenizer.from_pretrained(str(snapshot))
     model = AutoModelForCausalLM.from_pretrained(str(snapshot))
     set_generation_ids(model, tokenizer)
+    given = give_chat_template(tokenizer, bos=bool(getattr(tokenizer, "add_bos_token", False)))
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     (out / MANIFEST).write_text(json.dumps({**manifest, "conversion": CONVERSION, "architecture": type(model).__name__,
+                                            "chat_template": "plain (it had none)" if given else "its own",
                                             "vocab_size": model.config.vocab_size,
                                             "eos_token_ids": model.generation_config.eos_token_id}, indent=2) + "\n")
     return out
@@ -332,6 +346,23 @@ def set_generation_ids(model, tokenizer) -> None:
     gen.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (ids[0] if ids else None)
     if tokenizer.bos_token_id is not None:
         gen.bos_token_id = tokenizer.bos_token_id
+
+
+def gguf_tokenizer_flags(gguf: Path) -> dict[str, bool]:
+    """Whether the model's texts start with BOS and end with EOS, as the GGUF says
+    (`tokenizer.ggml.add_bos_token`, `tokenizer.ggml.add_eos_token`): {"add_bos_token": True, ...} for the
+    flags it has. transformers' GGUF tokenizer does not carry them over, and a model trained with a BOS before
+    every text reads text without one as noise: Gemma 3 270M's perplexity on plain English is 50 without it
+    and 9 with it, and greedy decoding repeats one word."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    flags = {}
+    for flag in ("add_bos_token", "add_eos_token"):
+        field = fields.get(f"tokenizer.ggml.{flag}")
+        if field is not None and field.data:
+            flags[flag] = bool(field.parts[field.data[0]][0])
+    return flags
 
 
 def _quantisation_of(gguf: Path) -> str:

@@ -131,3 +131,47 @@ def test_the_pipeline_runs_end_to_end_on_a_pretrained_base(tmp_path):
     for stage in ("sft", "rl"):
         generation = json.loads((Path(summary[stage]) / "generation_config.json").read_text())
         assert generation["eos_token_id"] == [2, 0]  # SmolLM2's <|im_end|> and <|endoftext|>, kept through training
+
+
+def test_the_gguf_says_whether_texts_start_with_bos(tmp_path):
+    """transformers' GGUF tokenizer drops these flags; without the BOS Gemma 3 reads every prompt as noise."""
+    from gguf import GGUFWriter
+
+    from tasks.models.pretrained import gguf_tokenizer_flags
+
+    def written(name, **flags):
+        w = GGUFWriter(str(tmp_path / name), "llama")
+        if "bos" in flags:
+            w.add_add_bos_token(flags["bos"])
+        if "eos" in flags:
+            w.add_add_eos_token(flags["eos"])
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return tmp_path / name
+
+    assert gguf_tokenizer_flags(written("a.gguf", bos=True, eos=False)) == {"add_bos_token": True,
+                                                                             "add_eos_token": False}
+    assert gguf_tokenizer_flags(written("b.gguf", bos=False)) == {"add_bos_token": False}
+    assert gguf_tokenizer_flags(written("c.gguf")) == {}
+
+
+@pytest.mark.parametrize("bos", [True, False])
+def test_a_model_without_a_chat_template_gets_a_plain_one_that_trains_what_it_prompts(tmp_path, bos):
+    from transformers import AutoTokenizer
+
+    from tasks.generation.base import chat_prompt
+    from tasks.models.chat_template import end_of_turn, give_chat_template
+    from tasks.models.factory import init_model
+
+    tok = AutoTokenizer.from_pretrained(init_model(tmp_path / "m", ["What is 1+2? \\boxed{3}"] * 20, seed=0))
+    assert not give_chat_template(tok, bos)  # a template of its own is kept
+    tok.chat_template = None
+    tok.bos_token = tok.eos_token  # the tiny tokenizer has no BOS of its own: lend it one
+    assert give_chat_template(tok, bos)
+    prompt = chat_prompt(tok, "What is 1+2?")
+    assert prompt == (tok.bos_token if bos else "") + "User: What is 1+2?\nAssistant: "
+    whole = tok.apply_chat_template([{"role": "user", "content": "What is 1+2?"},
+                                     {"role": "assistant", "content": "\\boxed{3}"}], tokenize=False)
+    assert whole == prompt + "\\boxed{3}" + end_of_turn(tok) + "\n"  # what SFT trains is what generation continues
