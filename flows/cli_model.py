@@ -1,4 +1,5 @@
-"""`klear model init|fetch|import|list`: a tiny random-init model for CPU runs, or a pretrained one."""
+"""`klear model init|fetch|import|export|list`: a tiny random-init model for CPU runs, a pretrained one, or
+the HF folder of a training checkpoint."""
 from __future__ import annotations
 
 import sys
@@ -120,6 +121,30 @@ def model_import(
     except FetchError as e:
         raise UserError(f"--gguf {e}") from None
     _print_model(path)
+
+
+@model_app.command("export")
+def model_export(
+    checkpoint: Path = typer.Argument(..., help="A training checkpoint (out/checkpoints/step-N) or a run's --out (its newest checkpoint)"),
+    out: Path = typer.Option(..., "--out", help="Directory for the HF model"),
+    force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
+) -> None:
+    """Turn a sharded training checkpoint (state/ written by every rank) into a plain HF folder:
+    safetensors, config, generation config, tokenizer with its chat template. Needs only the checkpoint
+    (not the run's base model) and one process, whatever the number of ranks that wrote it."""
+    from tasks.training.checkpoint import CheckpointError
+    from tasks.training.export import export_checkpoint, find_checkpoint  # torch loads only when it exports
+
+    try:
+        ckpt = find_checkpoint(checkpoint)
+        _check_out(out, force)
+        claim_out(str(out))
+        path = export_checkpoint(ckpt, out)
+    except CheckpointError as e:
+        raise UserError(f"model export: {e}") from None
+    import json
+
+    print(json.dumps({"model": str(path), "checkpoint": str(ckpt)}))
 
 
 @model_app.command("list")

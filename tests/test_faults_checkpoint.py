@@ -43,7 +43,7 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.slow  # makes and saves a (tiny) model in a child process
-@pytest.mark.parametrize("limit", [4096, 2_500_000])  # the weights fail, or (past them) the optimizer
+@pytest.mark.parametrize("limit", [4096, 2_500_000])  # the shard file fails at once, or past the weights (optimizer)
 def test_no_room_for_a_checkpoint_is_one_line_and_the_previous_one_stays(tmp_path, limit):
     from tasks.training.checkpoint import check_checkpoint, latest_checkpoint
 

@@ -1,18 +1,31 @@
 """Training checkpoints shared by the SFT and RL trainers:
 
-    <out>/checkpoints/step-N/   HF weights + tokenizer, optimizer.pt, trainer_state.json (step, scheduler)
+    <out>/checkpoints/step-N/
+        state/                .metadata + one __<rank>_0.distcp per rank: model and AdamW state, sharded
+        trainer_state.json    step, scheduler, the world size that wrote it
+        config.json, generation_config.json, tokenizer files     what `export_checkpoint` needs
 
-Written to `step-N.tmp` then renamed, so a killed run never leaves a half checkpoint under a final name;
-only the newest `keep` are kept.
+The model and optimizer state go through torch.distributed.checkpoint (DCP): every rank writes the part it
+holds (under FSDP its shards; under DDP each replicated tensor is written once, by one rank) and on resume
+reads only the slices it needs, whatever the world size or strategy that wrote them (DCP reshards by
+parameter name). No rank gathers or loads the whole optimizer state. One process writes the same layout.
+The weights become an HF folder with `tasks/training/export.py` (`klear model export`); the run's final
+model in `<out>` is an HF folder as before.
+
+Written to `step-N.tmp` then renamed by rank 0 once every rank's shards are in, so a killed run never
+leaves a half checkpoint under a final name; only the newest `keep` are kept.
 
 Resume rules (`latest_checkpoint`, `check_checkpoint`, `load_training_state`):
-- Only directories named exactly `step-<digits>` that hold trainer_state.json, optimizer.pt, config.json
-  and weights are complete; anything else under checkpoints/ (a `step-N.tmp` left by a kill during a
+- Only directories named exactly `step-<digits>` that hold trainer_state.json, config.json and
+  state/.metadata are complete; anything else under checkpoints/ (a `step-N.tmp` left by a kill during a
   write, a stray `step-final`) is skipped (logged), and the newest complete one is used.
 - A complete-looking checkpoint whose files cannot be read (trainer_state.json not a JSON object with an
-  integer step, optimizer.pt not a torch archive, weights whose header or size is wrong) is a
-  CheckpointError naming the checkpoint and the file: one line for the user, never a fallback to an older
-  step (which would silently retrain steps they believe are done).
+  integer step, state/.metadata not DCP metadata, a shard file missing or shorter than the metadata says,
+  a shard whose tensors cannot be loaded) is a CheckpointError naming the checkpoint and the file: one line
+  for the user, never a fallback to an older step (which would silently retrain steps they believe are done).
+- A checkpoint of the earlier whole-state layout (HF weights + optimizer.pt) counts as complete, so it is
+  never skipped silently, and is refused in one line: its folder is an HF model, which a new run can
+  start from (--model); its optimizer state is not read.
 
 Fresh-run rule (`previous_run`, `clear_previous_run`): a run that does not resume must not mix its
 checkpoints and metrics with another run's in the same `out`, nor overwrite a model it did not make; the
@@ -25,13 +38,14 @@ import json
 import logging
 import re
 import shutil
-import zipfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 STATE = "trainer_state.json"
-OPTIMIZER = "optimizer.pt"
+SHARDS = "state"                 # the DCP directory of a checkpoint
+METADATA = ".metadata"           # DCP's index of every saved tensor: which file, offset and length
+LEGACY_OPTIMIZER = "optimizer.pt"  # the earlier whole-state layout's optimizer file
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -46,9 +60,17 @@ def checkpoint_step(path: Path) -> int | None:
 
 
 def is_complete(ckpt: Path) -> bool:
-    """Every file a resume reads is there (not whether it is readable: `check_checkpoint`)."""
+    """Every file a resume reads is there (not whether it is readable: `check_checkpoint`); a checkpoint of
+    the earlier layout counts too, so that it is refused by name rather than skipped (module rules)."""
+    if not all((ckpt / f).is_file() for f in (STATE, "config.json")):
+        return False
+    return (ckpt / SHARDS / METADATA).is_file() or is_legacy(ckpt)
+
+
+def is_legacy(ckpt: Path) -> bool:
+    """The earlier whole-state layout: HF weights and optimizer.pt, no DCP state."""
     has_weights = any(ckpt.glob("*.safetensors")) or any(ckpt.glob("*.bin"))
-    return all((ckpt / f).is_file() for f in (STATE, OPTIMIZER, "config.json")) and has_weights
+    return not (ckpt / SHARDS / METADATA).is_file() and (ckpt / LEGACY_OPTIMIZER).is_file() and has_weights
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -65,21 +87,33 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 def check_checkpoint(ckpt: Path) -> None:
     """Cheap readability checks of a complete checkpoint before a run relies on it: CheckpointError
-    naming the checkpoint and file. (The weights header check reads only the file's header.)"""
-    from tasks.models.checks import ModelDirError, check_weights
-
+    naming the checkpoint and file. Reads trainer_state.json and the DCP metadata, and checks each shard
+    file the metadata names is at least as long as the data it indexes in it (a cut-short write)."""
     _read_state(ckpt)
+    if is_legacy(ckpt):
+        raise CheckpointError(f"checkpoint {ckpt}: written in the earlier whole-state layout ({LEGACY_OPTIMIZER} "
+                              "beside HF weights), which --resume no longer reads; the folder is an HF model: "
+                              f"start a new run from it (--model {ckpt})")
+    meta = _read_metadata(ckpt)
+    need: dict[str, int] = {}
+    for info in (getattr(meta, "storage_data", None) or {}).values():
+        need[info.relative_path] = max(need.get(info.relative_path, 0), info.offset + info.length)
+    for name, size in sorted(need.items()):
+        f = ckpt / SHARDS / name
+        have = f.stat().st_size if f.is_file() else None
+        if have is None or have < size:
+            what = "is missing" if have is None else f"is truncated ({have:,} of {size:,} bytes)"
+            raise CheckpointError(f"checkpoint {ckpt}: {SHARDS}/{name} {what}; the checkpoint is corrupt")
+
+
+def _read_metadata(ckpt: Path):
+    from torch.distributed.checkpoint import FileSystemReader
+
     try:
-        with zipfile.ZipFile(ckpt / OPTIMIZER) as z:
-            if not any(n.endswith("data.pkl") for n in z.namelist()):
-                raise zipfile.BadZipFile("no data.pkl")
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise CheckpointError(f"checkpoint {ckpt}: {OPTIMIZER} is not a readable torch file "
+        return FileSystemReader(str(ckpt / SHARDS)).read_metadata()
+    except Exception as e:  # unpickling garbage raises many types
+        raise CheckpointError(f"checkpoint {ckpt}: {SHARDS}/{METADATA} is not readable checkpoint metadata "
                               f"({type(e).__name__}); the checkpoint is corrupt") from None
-    try:
-        check_weights(ckpt)
-    except ModelDirError as e:
-        raise CheckpointError(f"checkpoint {e}") from None
 
 
 def _read_state(ckpt: Path) -> dict:
@@ -144,74 +178,105 @@ def check_fresh_out(out: Path, resume: bool) -> None:
 
 def save_model(model, tok, path: Path | str, state_dict=None) -> None:
     """`save_pretrained` of weights and tokenizer. `state_dict`: the whole weights gathered from a sharded
-    (FSDP) model, whose class FSDP renamed: the config keeps the original architecture name, so
-    transformers and vLLM load the checkpoint as any other."""
-    arch = type(model).__name__
+    (FSDP) model (distributed.full_model_state)."""
     model.save_pretrained(str(path), state_dict=state_dict)
+    save_model_files(model, tok, path)
+
+
+def save_model_files(model, tok, path: Path | str) -> None:
+    """Everything of an HF folder but the weights: config (FSDP renames the model's class; the config
+    keeps the original architecture name, so transformers and vLLM load it as any other), generation
+    config, tokenizer with its chat template."""
+    arch = type(model).__name__
     if arch.startswith("FSDP"):
         model.config.architectures = [arch[len("FSDP"):]]
-        model.config.save_pretrained(str(path))
+    model.config.save_pretrained(str(path))
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(str(path))
     tok.save_pretrained(str(path))
 
 
-def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int, state_dict=None,
-                    optim_state=None) -> Path:
-    """`state_dict`/`optim_state`: whole states gathered from a sharded model (distributed.full_state).
-    No room to write it (a full disk, a quota, a file size limit) is DiskFull naming the checkpoint, one
-    line for the user: its temp directory is removed and the checkpoints before it are left as they were,
-    so `--resume` with room continues from the newest of them."""
+def save_checkpoint(model, tok, opt, sched, step: int, out: Path, keep: int, ctx=None) -> Path:
+    """Every rank calls it (a collective under torchrun; `ctx` the DistContext, None for one process): each
+    writes its own shards, rank 0 the other files, the rename and the pruning. No room to write it (a full
+    disk, a quota, a file size limit) on any rank is DiskFull naming the checkpoint on every rank, one line
+    for the user: its temp directory is removed and the checkpoints before it are left as they were, so
+    `--resume` with room continues from the newest of them."""
     from storage.errors import DiskFull, is_disk_full
+    from tasks.training.distributed import DistContext, all_reduce_sum, barrier
 
+    ctx = ctx or DistContext(0, 1, None)
     d = Path(out) / "checkpoints" / f"step-{step}"
     tmp = d.with_name(d.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        _write_checkpoint(model, tok, opt, sched, step, tmp, state_dict, optim_state)
-    except BaseException as e:
+    if ctx.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(e) and not isinstance(e, DiskFull):
-            raise DiskFull.writing(f"checkpoint {d}", e) from None
-        raise
-    shutil.rmtree(d, ignore_errors=True)
-    tmp.rename(d)
-    done = sorted((c for c in d.parent.glob("step-*") if checkpoint_step(c) is not None), key=checkpoint_step)
-    for old in done[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    barrier(ctx)  # no rank writes into the temp directory before rank 0 has cleared it
+    error = None
+    try:
+        _write_checkpoint(model, tok, opt, sched, step, tmp, ctx)
+    except BaseException as e:  # torch's CheckpointException is a BaseException
+        error = _checkpoint_failure(e)
+    if all_reduce_sum(int(error is not None), ctx):  # every rank learns whether any failed
+        if ctx.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if error is None:
+            raise CheckpointError(f"checkpoint {d}: another rank failed to write its part")
+        if is_disk_full(error) and not isinstance(error, DiskFull):
+            raise DiskFull.writing(f"checkpoint {d}", error) from None
+        raise error
+    if ctx.is_main:
+        shutil.rmtree(d, ignore_errors=True)
+        tmp.rename(d)
+        done = sorted((c for c in d.parent.glob("step-*") if checkpoint_step(c) is not None), key=checkpoint_step)
+        for old in done[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier(ctx)  # every rank returns with the checkpoint under its final name
     return d
 
 
-def _write_checkpoint(model, tok, opt, sched, step: int, tmp: Path, state_dict, optim_state) -> None:
-    """The checkpoint's files into `tmp`. The optimizer goes through a Python file object, so an OS error
-    (no room) reaches the caller as the OSError it is rather than only torch's RuntimeError text."""
-    import torch
+def _checkpoint_failure(e: BaseException) -> BaseException:
+    """The error behind a DCP CheckpointException (which wraps each failed rank's exception), else `e`;
+    KeyboardInterrupt and SystemExit are re-raised at once."""
+    from torch.distributed.checkpoint import CheckpointException
 
-    save_model(model, tok, tmp, state_dict)
-    with open(tmp / OPTIMIZER, "wb") as f:
-        torch.save(optim_state if optim_state is not None else opt.state_dict(), f)
-    (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict()}))
+    if isinstance(e, CheckpointException) and e.failures:
+        e = next(iter(e.failures.values()))[0]
+    if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        raise e
+    return e
 
 
-def load_training_state(ckpt: Path, opt, sched, device, model=None) -> int:
-    """Restore optimizer and scheduler from `ckpt`; returns the step it was taken at. With `model` (the
-    trained module, possibly sharded) the optimizer file may come from any strategy (distributed.py).
-    A file that cannot be loaded, or does not fit this optimizer, is a CheckpointError naming it."""
-    import torch
+def _write_checkpoint(model, tok, opt, sched, step: int, tmp: Path, ctx) -> None:
+    """The checkpoint's files into `tmp`: every rank its DCP shards, then rank 0 the rest."""
+    import torch.distributed.checkpoint as dcp
 
+    from tasks.training.distributed import quiet_single_process_dcp, sharded_state
+
+    with quiet_single_process_dcp():
+        dcp.save(sharded_state(model, opt), checkpoint_id=str(tmp / SHARDS), no_dist=ctx.world_size == 1)
+    if ctx.is_main:
+        save_model_files(model, tok, tmp)
+        (tmp / STATE).write_text(json.dumps({"step": step, "scheduler": sched.state_dict(),
+                                             "world_size": ctx.world_size}))
+
+
+def load_training_state(ckpt: Path, model, opt, sched) -> int:
+    """Restore the model's weights, the optimizer and the scheduler from `ckpt` (every rank: a collective
+    under torchrun; each rank reads its own slices, distributed.load_sharded_state); returns the step it
+    was taken at. State that cannot be loaded, or does not fit this model or optimizer, is a
+    CheckpointError naming the checkpoint."""
     state = _read_state(ckpt)
-    try:
-        optim = torch.load(ckpt / OPTIMIZER, map_location=device, weights_only=True)
-    except Exception as e:  # torch raises several types for a truncated or foreign file
-        raise CheckpointError(f"checkpoint {ckpt}: {OPTIMIZER} cannot be loaded ({type(e).__name__}); "
-                              "the checkpoint is corrupt") from None
-    try:
-        if model is None:
-            opt.load_state_dict(optim)
-        else:
-            from tasks.training.distributed import load_optimizer_state
+    check_checkpoint(ckpt)
+    from tasks.training.distributed import load_sharded_state
 
-            load_optimizer_state(model, opt, optim)
+    try:
+        load_sharded_state(model, opt, ckpt / SHARDS)
         sched.load_state_dict(state["scheduler"])
-    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
-        raise CheckpointError(f"checkpoint {ckpt}: the optimizer or scheduler state does not fit this run "
-                              f"({type(e).__name__}: {str(e)[:120]})") from None
+    except BaseException as e:  # torch's CheckpointException is a BaseException
+        e = _checkpoint_failure(e)
+        if not isinstance(e, Exception):
+            raise
+        why = " ".join(str(e).split())[:160]
+        raise CheckpointError(f"checkpoint {ckpt}: {SHARDS} cannot be loaded into this run ({type(e).__name__}: "
+                              f"{why}); the checkpoint is corrupt or of another model") from None
     return state["step"]

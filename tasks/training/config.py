@@ -44,6 +44,9 @@ class SFTConfig:
     #   the elementwise work between matmuls on a GPU; the first steps pay the compilation
     bf16: bool | None = None              # None: on when the GPU supports it; CPU trains in fp32
     strategy: str = "ddp"                 # several processes: "ddp" (replicas) or "fsdp" (sharded, FSDP2)
+    shard_group_size: int | None = None   # fsdp: shard each parameter over groups of this many ranks and
+    #   replicate across the groups (HSDP, a 2-D mesh; e.g. the GPUs of one node, so only 1/g of the gradient
+    #   bytes cross nodes); must divide the world size; None: shard over every rank
     attention: str = "auto"               # packed attention, never an L×L mask: flex (FlexAttention, document
     #   BlockMask; CUDA only: no backward on CPU), varlen (causal SDPA per document; CPU/GPU), dense (the
     #   [B,1,L,L] mask: the reference, 1 GiB a sequence at 32K); auto: flex on a GPU, varlen on CPU
@@ -76,6 +79,16 @@ class SFTConfig:
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "attention", ATTENTIONS)
         check_choice(self, "responses", RESPONSE_RULES)
+        check_shard_group(self)
+
+
+def check_shard_group(cfg) -> None:
+    """`shard_group_size` (HSDP) is a positive rank count and shapes FSDP's mesh only: refused with ddp,
+    which has no shards. (That it divides the world size is checked at launch: distributed.device_mesh.)"""
+    check_int(cfg, "shard_group_size", 1, optional=True)
+    if cfg.shard_group_size is not None and cfg.strategy != "fsdp":
+        raise ConfigError("shard_group_size", f"needs --strategy fsdp (got {cfg.shard_group_size} with "
+                                              f"strategy {cfg.strategy})")
 
 
 UNTAGGED_RULES = ("keep", "exclude")  # RL problems without a pass rate: trained on, or left out
@@ -159,6 +172,9 @@ class RLConfig(Sampling):
     backend: str = "auto"                 # rollout engine: auto (vllm when installed and on a GPU, else hf),
     #                                       hf (the policy itself) or vllm (an engine per rank, synced in place)
     strategy: str = "ddp"                 # with several processes (--nproc): ddp (replicas) or fsdp (sharded)
+    shard_group_size: int | None = None   # fsdp: shard over groups of this many ranks, replicated across the
+    #                                       groups (HSDP, a 2-D mesh: one node's GPUs per group); must divide
+    #                                       the world size; None: shard over every rank
     tensor_parallel: int = 1              # vllm backend: GPUs per engine; the ranks form groups of this many
     #                                       consecutive ranks, each group one engine over its GPUs (for models
     #                                       whose weights + KV cache do not fit one GPU); must divide --nproc
@@ -210,6 +226,7 @@ class RLConfig(Sampling):
         check_choice(self, "backend", ROLLOUT_BACKENDS)
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "old_logprobs", OLD_LOGPROBS)
+        check_shard_group(self)
         check_int(self, "tensor_parallel", 1)
         check_float(self, "step_timeout_s", 0.0)
         self.check_scored_sampling()

@@ -6,9 +6,13 @@ CPU), one device per local rank, and a strategy (STRATEGIES):
   all-reduced (averaged) once per optimizer step.
 - "fsdp": FSDP2 (`torch.distributed.fsdp.fully_shard`) on every transformer block (the model's
   `_no_split_modules` classes) and then the root — parameters, gradients and AdamW state are sharded over
-  the ranks (each holds ≈ 1/world of them), gathered block by block for forward and backward, gradients
-  reduce-scattered (averaged, as DDP). Checkpoints gather a full state dict to rank 0, so the files are the
-  same HF checkpoint whichever strategy wrote them, and `--resume` works across strategies.
+  the ranks (each holds ≈ 1/world of them: ZeRO-3), gathered block by block for forward and backward,
+  gradients reduce-scattered (averaged, as DDP). In bf16 a mixed-precision policy (`mixed_precision`)
+  gathers bf16 parameters and reduces fp32 gradients; with `shard_group_size` g the mesh is 2-D
+  (`device_mesh`: HSDP, sharded within groups of g ranks, replicated across them).
+Checkpoints are sharded (`sharded_state`, tasks/training/checkpoint.py): each rank writes and reads its own
+part through torch.distributed.checkpoint, keyed by parameter name, so a checkpoint of any strategy and
+world size resumes under any other; only the final model is gathered whole (`full_model_state`).
 Each rank takes `batch[rank::world]` of every global batch; token counts are all-reduced so the loss stays
 the global token mean. Every rank runs the same number of micro-batches (gradients are synchronised in the
 last one), padding a short share with all-ignored packs, so a batch that does not split evenly cannot
@@ -55,24 +59,61 @@ def setup() -> DistContext:
     return DistContext(dist.get_rank(), dist.get_world_size(), device)
 
 
-def wrap(model: torch.nn.Module, ctx: DistContext, strategy: str = "ddp") -> torch.nn.Module:
+def wrap(model: torch.nn.Module, ctx: DistContext, strategy: str = "ddp", bf16: bool = False,
+         shard_group_size: int | None = None) -> torch.nn.Module:
     """The module to run forward/backward on: `model` itself (one process, or FSDP, which shards it in
-    place) or a DDP wrapper. Build the optimizer after this: under FSDP its parameters become shards."""
+    place) or a DDP wrapper. Build the optimizer after this: under FSDP its parameters become shards.
+    `bf16` and `shard_group_size` apply to FSDP only (`shard`, `device_mesh`)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if ctx.world_size == 1:
         return model
     if strategy == "fsdp":
-        from torch.distributed.fsdp import fully_shard
-
-        blocks = set(getattr(model, "_no_split_modules", None) or [])
-        for module in [m for m in model.modules() if type(m).__name__ in blocks]:
-            fully_shard(module)
-        fully_shard(model)
-        return model
+        return shard(model, device_mesh(ctx, shard_group_size), bf16)
     from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+
+
+def mixed_precision(bf16: bool):
+    """FSDP2's policy: in bf16, parameters all-gathered and computed in bf16 (half the gather traffic of
+    fp32) while gradients are reduce-scattered in fp32 and the sharded master weights and AdamW state stay
+    fp32; otherwise everything fp32 (the default policy). The trainers keep bf16 autocast around each
+    forward on every path, so ops autocast runs in fp32 (log-softmax, reductions) stay fp32 here too."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if not bf16:
+        return MixedPrecisionPolicy()
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+
+
+def device_mesh(ctx: DistContext, shard_group_size: int | None = None):
+    """The ranks FSDP shards over. None (or the world size): a 1-D mesh ("shard",) of every rank. g < world:
+    HSDP, a 2-D mesh ("replicate", "shard") of shape (world/g, g) — each parameter sharded over g
+    consecutive ranks (one node's GPUs, where the links are fast) and replicated across the world/g groups:
+    gradients are reduce-scattered within a group and all-reduced across groups, so only 1/g of the
+    gradient bytes cross the slower links between nodes. g must divide the world size."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    g = shard_group_size or ctx.world_size
+    if g < 1 or ctx.world_size % g:
+        raise ValueError(f"shard_group_size {g} must divide the {ctx.world_size} ranks")
+    if g == ctx.world_size:
+        return init_device_mesh(ctx.device.type, (g,), mesh_dim_names=("shard",))
+    return init_device_mesh(ctx.device.type, (ctx.world_size // g, g), mesh_dim_names=("replicate", "shard"))
+
+
+def shard(model: torch.nn.Module, mesh, bf16: bool = False) -> torch.nn.Module:
+    """`fully_shard` on every transformer block (the model's `_no_split_modules` classes), then the root,
+    over `mesh` with the `mixed_precision(bf16)` policy; the model is sharded in place and returned."""
+    from torch.distributed.fsdp import fully_shard
+
+    policy = mixed_precision(bf16)
+    blocks = set(getattr(model, "_no_split_modules", None) or [])
+    for module in [m for m in model.modules() if type(m).__name__ in blocks]:
+        fully_shard(module, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
@@ -100,19 +141,51 @@ def scalar(x) -> float:
     return float(x.full_tensor() if hasattr(x, "full_tensor") else x)
 
 
-def full_state(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> tuple[Any, Any]:
-    """(model state dict, optimizer state dict) whole, on CPU, for rank 0 to save. A collective under FSDP:
-    every rank must call it (other ranks get empty dicts). (None, None) when the model is not sharded: it
-    saves its own state as usual."""
+def full_model_state(model: torch.nn.Module) -> dict | None:
+    """The model's state dict whole, on CPU, for rank 0 to save as the run's final HF model (weights only;
+    the optimizer state is never gathered). A collective under FSDP: every rank must call it (other ranks
+    get an empty dict). None when the model is not sharded: it saves its own state as usual."""
     if not is_sharded(model):
-        return None, None
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         get_optimizer_state_dict)
+        return None
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    model_sd = get_model_state_dict(model, options=options)
-    opt_sd = get_optimizer_state_dict(model, opt, options=options) if opt is not None else None
-    return model_sd, opt_sd
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def sharded_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """{"model": ..., "optim": ...} as this rank holds them, for torch.distributed.checkpoint to save or
+    load in place: under FSDP the rank's own shards (DTensors, nothing gathered), under DDP or in one
+    process the whole tensors (DCP writes each replicated tensor once, from one rank). Both are keyed by
+    parameter name, so any layout loads into any other (DCP reads each rank's slices: resharding). An
+    optimizer that has not stepped yet gets its state made first (a zero-lr step; the load overwrites it)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(unwrap(model), opt)
+    return {"model": model_sd, "optim": optim_sd}
+
+
+@contextlib.contextmanager
+def quiet_single_process_dcp():
+    """DCP warns at every save or load without a process group that it assumes one process; that is what
+    one process means here, so the warning is silenced (other warnings pass)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        yield
+
+
+def load_sharded_state(model: torch.nn.Module, opt: torch.optim.Optimizer, path) -> None:
+    """Read the model and optimizer state DCP saved at `path` (`sharded_state`'s layout, any world size)
+    into this rank's parameters and optimizer: each rank reads only the slices it holds. A collective
+    under torchrun; torch's CheckpointException (a BaseException) when it cannot be read or does not fit."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    state = sharded_state(model, opt)
+    with quiet_single_process_dcp():
+        dcp.load(state, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+    set_state_dict(unwrap(model), opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -135,23 +208,6 @@ def all_gather_objects(obj: Any, ctx: DistContext) -> list[Any]:
     out: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(out, obj)
     return out
-
-
-def load_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
-    """Restore a saved optimizer state into `opt`, sharded or not. The file holds either
-    `opt.state_dict()` (one process, DDP: parameters by index) or a full state keyed by parameter name
-    (FSDP); each is loaded into either kind of model."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    by_name = any(isinstance(k, str) for k in state.get("state", {}))
-    if not by_name and not is_sharded(model):
-        opt.load_state_dict(state)
-        return
-    if not by_name:  # index-keyed (DDP/one process) into a sharded model: name the parameters first
-        names = [n for n, _ in model.named_parameters()]
-        state = {"state": {names[int(i)]: v for i, v in state["state"].items()},
-                 "param_groups": [{**g, "params": [names[int(i)] for i in g["params"]]} for g in state["param_groups"]]}
-    set_optimizer_state_dict(model, opt, optim_state_dict=state, options=StateDictOptions(full_state_dict=True))
 
 
 def all_reduce_sum(value: float | int, ctx: DistContext) -> float | int:

@@ -53,45 +53,84 @@ def test_a_leftover_tmp_checkpoint_is_skipped_for_the_last_complete_one(run):
     assert resume_checkpoint(out).name == "step-4"
 
 
-@pytest.mark.parametrize("damage", ["no optimizer", "no trainer state", "no weights", "stray name"])
+@pytest.mark.parametrize("damage", ["no shard metadata", "no trainer state", "no config", "stray name"])
 def test_an_incomplete_checkpoint_is_skipped(run, damage):
     out, *_ = run
     newest = out / "checkpoints" / "step-4"
-    if damage == "no optimizer":
-        (newest / "optimizer.pt").unlink()
+    if damage == "no shard metadata":
+        (newest / "state" / ".metadata").unlink()
     elif damage == "no trainer state":
         (newest / "trainer_state.json").unlink()
-    elif damage == "no weights":
-        (newest / "model.safetensors").unlink()
+    elif damage == "no config":
+        (newest / "config.json").unlink()
     else:
         newest.rename(out / "checkpoints" / "step-final")
     assert latest_checkpoint(out).name == "step-2"
 
 
 @pytest.mark.parametrize("file, content, says", [
-    ("optimizer.pt", b"garbage", "optimizer.pt is not a readable torch file"),
+    ("state/.metadata", b"garbage", "state/.metadata is not readable checkpoint metadata"),
     ("trainer_state.json", b"{broken", "trainer_state.json is not readable JSON"),
     ("trainer_state.json", b'{"step": "four", "scheduler": {}}', "lacks a valid 'step'"),
-    ("model.safetensors", None, "model.safetensors: truncated or corrupt"),
+    ("state/__0_0.distcp", None, "state/__0_0.distcp is truncated"),
+    ("state/__0_0.distcp", b"", "state/__0_0.distcp is missing"),
 ])
 def test_a_corrupt_checkpoint_is_one_error_naming_it(run, file, content, says):
     out, *_ = run
     f = out / "checkpoints" / "step-4" / file
-    f.write_bytes(content if content is not None else f.read_bytes()[:4000])
+    if content == b"":
+        f.unlink()
+    else:
+        f.write_bytes(content if content is not None else f.read_bytes()[:4000])
     with pytest.raises(CheckpointError) as e:
         resume_checkpoint(out)
     assert str(out / "checkpoints" / "step-4") in str(e.value) and says in str(e.value)
+    assert "\n" not in str(e.value)
 
 
-def test_a_truncated_optimizer_state_fails_loading_with_the_checkpoint_named(run):
-    """Past the cheap checks (a zip whose members are cut short): loading names the checkpoint too."""
+def test_a_garbled_shard_fails_loading_with_the_checkpoint_named(run):
+    """Past the cheap checks (a shard of the right size whose bytes are garbage): loading names it too."""
     out, model, opt, sched = run
-    f = out / "checkpoints" / "step-4" / "optimizer.pt"
-    data = f.read_bytes()
-    f.write_bytes(data[:len(data) // 2] + data[-2000:])
-    with pytest.raises(CheckpointError, match="step-4: optimizer.pt"):
-        check_checkpoint(out / "checkpoints" / "step-4")
-        load_training_state(out / "checkpoints" / "step-4", opt, sched, "cpu")
+    f = out / "checkpoints" / "step-4" / "state" / "__0_0.distcp"
+    f.write_bytes(b"\x07" * f.stat().st_size)
+    check_checkpoint(out / "checkpoints" / "step-4")  # sizes are right
+    with pytest.raises(CheckpointError, match="step-4: state cannot be loaded into this run") as e:
+        load_training_state(out / "checkpoints" / "step-4", model, opt, sched)
+    assert "\n" not in str(e.value)
+
+
+def test_a_checkpoint_restores_weights_optimizer_and_schedule_exactly(tiny, run):
+    """The sharded layout in one process: a fresh model, optimizer and scheduler loaded from step-4 equal
+    the ones saved, tensor for tensor (AdamW moments and step counts included)."""
+    from transformers import AutoModelForCausalLM
+
+    path, *_ = tiny
+    out, model, opt, sched = run
+    fresh = AutoModelForCausalLM.from_pretrained(path)
+    opt2 = torch.optim.AdamW(fresh.parameters(), lr=5e-2)
+    sched2 = torch.optim.lr_scheduler.LambdaLR(opt2, lambda s: 1.0)
+    assert load_training_state(out / "checkpoints" / "step-4", fresh, opt2, sched2) == 4
+    saved, loaded = model.state_dict(), fresh.state_dict()
+    assert saved.keys() == loaded.keys() and all(saved[k].equal(loaded[k]) for k in saved)
+    a, b = opt.state_dict(), opt2.state_dict()
+    assert a["param_groups"][0]["lr"] == b["param_groups"][0]["lr"] == 1e-3
+    assert a["state"].keys() == b["state"].keys()
+    assert all(a["state"][i][k].equal(b["state"][i][k]) for i in a["state"] for k in a["state"][i])
+    assert sched2.state_dict()["last_epoch"] == sched.state_dict()["last_epoch"]
+
+
+def test_a_checkpoint_of_the_earlier_whole_state_layout_is_refused_in_one_line(tiny, tmp_path):
+    """HF weights + optimizer.pt (what earlier versions wrote): never skipped for an older step or a fresh
+    start, refused by name with what to do instead."""
+    path, *_ = tiny
+    old = shutil.copytree(path, tmp_path / "checkpoints" / "step-3")
+    torch.save({"state": {}, "param_groups": []}, old / "optimizer.pt")
+    (old / "trainer_state.json").write_text(json.dumps({"step": 3, "scheduler": {}}))
+    assert latest_checkpoint(tmp_path) == old
+    with pytest.raises(CheckpointError) as e:
+        resume_checkpoint(tmp_path)
+    assert str(e.value).startswith(f"checkpoint {old}: written in the earlier whole-state layout (optimizer.pt")
+    assert f"--model {old}" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_fresh_run_refuses_another_runs_state_and_clear_removes_it(run):
