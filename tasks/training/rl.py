@@ -25,8 +25,8 @@ order and the tokens of those it trains (tasks/training/rollout_exchange.py) and
 (tasks/training/rl_update.py: the step's result equals one process's on the same rollouts). With
 --tensor-parallel tp (vLLM), tp consecutive ranks share one engine: they generate the same
 groups with the same seed and split them for grading (rl_engine.rollout_share). Only rank 0 writes
-metrics and checkpoints (whole HF checkpoints, gathered under FSDP); rank 0 runs the held-out evaluation,
-with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step, held-out
+metrics; every rank writes its own shards of a checkpoint (tasks/training/checkpoint.py); rank 0 runs the
+held-out evaluation, with tp > 1 every rank does (the engines step together). With `step_timeout_s` a rank whose step, held-out
 evaluation or checkpoint outlasts it ends the run (tasks/training/watchdog.py); the ranks meet after an
 evaluation and after a checkpoint, so each phase is timed on every rank.
 """
@@ -111,7 +111,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     ckpt = resume_checkpoint(out) if resume else None
     torch.manual_seed(cfg.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
     model.config.use_cache = True  # generation's (the update's forwards pass use_cache=False)
     if gradient_checkpointing(cfg, device):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -132,13 +132,13 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
                               dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32)
     if cfg.compile:
         compile_blocks(model)
-    policy = dist_utils.wrap(model, ctx, cfg.strategy)
+    policy = dist_utils.wrap(model, ctx, cfg.strategy, bf16_enabled(cfg, device), cfg.shard_group_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay,
                             **fused_adamw(device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_constant(s, cfg.warmup_steps))
     step = 0
     if ckpt is not None:
-        step = load_training_state(ckpt, opt, sched, device, model=model)
+        step = load_training_state(ckpt, model, opt, sched)  # weights, optimizer, schedule
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
     if ctx.is_main:
         (out / "rl_config.json").write_text(json.dumps({
@@ -201,9 +201,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
                         on_step(step, cfg.steps, values)
                 if step % cfg.save_every == 0 or step == cfg.steps:
                     watchdog.arm(f"RL step {step}'s checkpoint")
-                    model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
-                    if ctx.is_main:
-                        save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
+                    # every rank writes its own shards (tasks/training/checkpoint.py)
+                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, ctx)
                     dist_utils.barrier(ctx)  # rank 0's save counts here on every rank, not in the next step
         finally:
             if report is not None:
@@ -213,7 +212,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
                 for g in graders.values():
                     g.close()
         watchdog.arm("the final checkpoint")
-        model_sd, _ = dist_utils.full_state(model)
+        model_sd = dist_utils.full_model_state(model)  # weights only
         rows_m: list[dict] = []
         if ctx.is_main:
             save_model(model, tok, out, model_sd)

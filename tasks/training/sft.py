@@ -140,7 +140,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
         log.info("--resume: no checkpoint in %s, starting fresh", out)
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device))  # recorded as trained
-    model = AutoModelForCausalLM.from_pretrained(str(ckpt or model_dir), dtype=torch.float32,
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
                                                  attn_implementation=attn_implementation(cfg.attention))
     model = model.to(ctx.device)
     if cfg.gradient_checkpointing:
@@ -169,13 +169,13 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     lr = cfg.lr or default_lr(model.config.hidden_size)
     warmup = max(1, round(cfg.warmup_ratio * total)) if cfg.warmup_ratio > 0 else 0
 
-    ddp_model = dist_utils.wrap(model, ctx, cfg.strategy)
+    ddp_model = dist_utils.wrap(model, ctx, cfg.strategy, bf16, cfg.shard_group_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
                             **fused_adamw(ctx.device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
     step = 0
     if ckpt is not None:
-        step = load_training_state(ckpt, opt, sched, ctx.device, model=model)
+        step = load_training_state(ckpt, model, opt, sched)  # weights, optimizer, schedule
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
@@ -224,9 +224,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
                     if on_step:
                         on_step(step, total, values)
                 if step % cfg.save_every == 0 or step == total:
-                    model_sd, opt_sd = dist_utils.full_state(model, opt)  # every rank: a collective under FSDP
-                    if ctx.is_main:
-                        save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, model_sd, opt_sd)
+                    # every rank writes its own shards (tasks/training/checkpoint.py)
+                    save_checkpoint(model, tok, opt, sched, step, out, cfg.keep_checkpoints, ctx)
             done_before += steps_per_epoch[epoch]
             if step >= total:
                 break
@@ -234,7 +233,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
         if report is not None:
             report.close()
 
-    model_sd, _ = dist_utils.full_state(model)
+    model_sd = dist_utils.full_model_state(model)  # weights only
     if ctx.is_main:
         save_model(model, tok, out, model_sd)
         all_rows = metrics.read()
