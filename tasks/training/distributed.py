@@ -149,7 +149,23 @@ def full_model_state(model: torch.nn.Module) -> dict | None:
         return None
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return share_tied(model, state)
+
+
+def share_tied(model: torch.nn.Module, state: dict) -> dict:
+    """`state` with the names of one shared parameter (tied input and output embeddings) pointing at one
+    tensor again, as in the model itself: gathering copies each name apart, and `save_pretrained` then
+    writes the tied copy too, so the same weights would get other files (and another checkpoint id) than a
+    one-process run or an export writes."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    for first, *others in names.values():
+        for name in others:
+            if first in state and name in state:
+                state[name] = state[first]
+    return state
 
 
 def sharded_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:

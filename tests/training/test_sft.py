@@ -124,14 +124,21 @@ def test_two_processes_with_an_uneven_final_batch_match_one(setup, prefect_serve
 
 def test_fsdp_two_processes_match_one_and_resume_across_strategies(setup, tmp_path):
     """`--strategy fsdp --nproc 2` (FSDP2 over 2 gloo ranks, an uneven final batch): the same loss curve as
-    one process; its checkpoints are plain HF checkpoints (gathered to rank 0, original architecture name)
-    holding the same weights; a run killed after step 3 resumes under FSDP, or in one process, on the same
-    curve, and a one-process checkpoint resumes under FSDP (optimizer state keyed by index → by name)."""
+    one process; its final model is a plain HF folder (gathered to rank 0, original architecture name)
+    holding the same weights. Its checkpoints are sharded: each rank wrote its own file holding its half of
+    every sharded tensor, no whole optimizer file exists, and the export of the last checkpoint is the final
+    model, file for file (same checkpoint id). A run killed after step 3 resumes on 2 ranks to the
+    uninterrupted run's weights exactly, and in one process (DCP reshards) to them within float rounding;
+    a one-process checkpoint resumes under FSDP on the same curve."""
     import shutil
 
     import torch
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint import FileSystemReader
     from transformers import AutoModelForCausalLM
 
+    from storage.checkpoints import checkpoint_id
+    from tasks.training.export import export_checkpoint
     from tasks.training.launch import run_sft
 
     model, data, _ = setup
@@ -146,14 +153,32 @@ def test_fsdp_two_processes_match_one_and_resume_across_strategies(setup, tmp_pa
     b = AutoModelForCausalLM.from_pretrained(str(tmp_path / "two")).state_dict()
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
 
+    ckpt = tmp_path / "two" / "checkpoints" / "step-6"
+    assert sorted(p.name for p in (ckpt / "state").iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert not list(ckpt.glob("*.safetensors")) and not (ckpt / "optimizer.pt").exists()
+    meta = FileSystemReader(str(ckpt / "state")).read_metadata()
+    for fqn in ("optim.state.model.layers.0.mlp.up_proj.weight.exp_avg", "model.model.layers.0.mlp.up_proj.weight"):
+        chunks = meta.state_dict_metadata[fqn].chunks  # one per rank, each half the rows, each in its rank's file
+        rows = meta.state_dict_metadata[fqn].size[0]
+        assert sorted((c.offsets[0], c.sizes[0]) for c in chunks) == [(0, rows // 2), (rows // 2, rows - rows // 2)]
+        files = {info.relative_path for index, info in meta.storage_data.items() if index.fqn == fqn}
+        assert files == {"__0_0.distcp", "__1_0.distcp"}, fqn
+    exported = export_checkpoint(ckpt, tmp_path / "exported")
+    assert checkpoint_id(exported) == checkpoint_id(tmp_path / "two")  # the same weights, the same id
+    final = load_file(str(tmp_path / "two" / "model.safetensors"))
+
     shutil.rmtree(tmp_path / "two" / "checkpoints" / "step-6")  # as if killed between step 3 and step 6
     (tmp_path / "two" / "metrics.jsonl").write_text(
         "".join(line + "\n" for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()[:4]))
     shutil.copytree(tmp_path / "two", tmp_path / "two-single")
     again = run_sft(model, data, str(tmp_path / "two"), fsdp, resume=True, nproc=2)
     assert again.losses == pytest.approx(one.losses, rel=1e-5)
+    resumed = load_file(str(tmp_path / "two" / "model.safetensors"))
+    assert resumed.keys() == final.keys() and all(resumed[k].equal(final[k]) for k in final)
     single = train_sft(model, data, str(tmp_path / "two-single"), cfg, resume=True)  # FSDP checkpoint, one process
     assert single.losses == pytest.approx(one.losses, rel=1e-5)
+    resumed = load_file(str(tmp_path / "two-single" / "model.safetensors"))
+    assert all(torch.allclose(resumed[k], final[k], rtol=1e-5, atol=1e-6) for k in final)
     shutil.rmtree(tmp_path / "one" / "checkpoints" / "step-6")  # a one-process checkpoint resumed under FSDP
     (tmp_path / "one" / "metrics.jsonl").write_text(
         "".join(line + "\n" for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()[:3]))
