@@ -13,15 +13,28 @@ FLEX_TILE = 128            # FlexAttention's default sparse block (tokens per ti
 VARLEN_ATTENTION = "klear_varlen"  # the name `varlen_attention` is registered under with transformers
 
 
-def resolve_attention(attention: str, device: torch.device) -> str:
-    """The attention kernel of a run (SFTConfig.attention): `auto` → flex on a CUDA device, varlen elsewhere.
-    `flex` off CUDA is refused in one line: FlexAttention (torch 2.13) has no backward on CPU (it raises
-    NotImplementedError when its inputs require grad), so it cannot train there."""
+def has_sliding_window(model_config) -> bool:
+    """Whether some layer of the model attends through a sliding window (Gemma 3: five of every six layers;
+    `layer_types` names each layer's kind); Qwen-style configs carry a `sliding_window` size with every layer
+    "full_attention", which is no window."""
+    return "sliding_attention" in (getattr(model_config, "layer_types", None) or ())
+
+
+def resolve_attention(attention: str, device: torch.device, model_config=None) -> str:
+    """The attention kernel of a run (SFTConfig.attention): `auto` → flex on a CUDA device, varlen elsewhere,
+    and varlen for a model with sliding-window layers (`has_sliding_window`): the document BlockMask is one
+    mask for every layer, so it cannot give a window to some. `flex` off CUDA is refused in one line:
+    FlexAttention (torch 2.13) has no backward on CPU (it raises NotImplementedError when its inputs require
+    grad), so it cannot train there; `flex` for a sliding-window model is refused too."""
+    sliding = model_config is not None and has_sliding_window(model_config)
     if attention == "auto":
-        return "flex" if device.type == "cuda" else "varlen"
+        return "flex" if device.type == "cuda" and not sliding else "varlen"
     if attention == "flex" and device.type != "cuda":
         raise ValueError(f"attention (--attention) flex needs a CUDA GPU (FlexAttention has no backward on "
                          f"{device.type}); use varlen or auto")
+    if attention == "flex" and sliding:
+        raise ValueError("attention (--attention) flex gives every layer one document mask, and this model has "
+                         "sliding-window layers; use varlen or auto")
     return attention
 
 
@@ -91,12 +104,21 @@ def varlen_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     torch's SDPA with is_causal and no mask, a memory-efficient kernel on CPU and GPU (O(span) memory,
     Σ span² work instead of L²); a padding token attends to itself only, so its output is its own value.
     Grouped-query heads read their shared key/value head (query head h: kv head h // (H/H_kv)).
-    Transformers calls it with q [B, H, L, D] and k, v [B, H_kv, L, D]; it returns [B, L, H, D]. Layers with
-    a sliding window are not supported (refused)."""
+    Transformers calls it with q [B, H, L, D] and k, v [B, H_kv, L, D]; it returns [B, L, H, D]. A layer with
+    a sliding window w (transformers passes `sliding_window`: query i sees keys j with i − w < j ≤ i) gives a
+    span longer than w that banded causal mask (`window_mask`, span × span booleans); a shorter span is
+    plainly causal, as the window cannot reach past its start."""
     if document_spans is None:
         raise ValueError("varlen attention needs document_spans (sft_data.document_spans of the batch)")
-    if kwargs.get("sliding_window") is not None:
-        raise ValueError("varlen attention does not support sliding-window layers; use attention dense")
+    window = kwargs.get("sliding_window")
+
+    def attend(qs, ks, vs):
+        n = qs.shape[1]
+        banded = window is not None and n > window
+        return torch.nn.functional.scaled_dot_product_attention(
+            qs[None], ks[None], vs[None], dropout_p=dropout, is_causal=not banded, scale=scaling,
+            attn_mask=window_mask(n, window, qs.device) if banded else None)[0]
+
     rep = query.shape[1] // key.shape[1]
     if rep > 1:
         key, value = key.repeat_interleave(rep, dim=1), value.repeat_interleave(rep, dim=1)
@@ -109,10 +131,15 @@ def varlen_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     for q, k, v, row in zip(query.unbind(0), key.unbind(0), value.unbind(0), spans):
         sizes = [n for n, _ in row]
         parts = zip(q.split(sizes, dim=1), k.split(sizes, dim=1), v.split(sizes, dim=1), row)
-        rows.append(torch.cat([vs if padding else torch.nn.functional.scaled_dot_product_attention(
-            qs[None], ks[None], vs[None], dropout_p=dropout, is_causal=True, scale=scaling)[0]
-            for qs, ks, vs, (_, padding) in parts], dim=1))
+        rows.append(torch.cat([vs if padding else attend(qs, ks, vs) for qs, ks, vs, (_, padding) in parts], dim=1))
     return torch.stack(rows).transpose(1, 2).contiguous(), None
+
+
+def window_mask(n: int, window: int, device: torch.device) -> torch.Tensor:
+    """[n, n] booleans, True where query i may attend key j: causal within a sliding window, i − w < j ≤ i."""
+    i = torch.arange(n, device=device)
+    gap = i[:, None] - i[None, :]
+    return (gap >= 0) & (gap < window)
 
 
 def attention_inputs(batch: dict, attention: str) -> dict:

@@ -48,7 +48,7 @@ import torch
 from tasks.generation.engine import resolve_backend
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
-from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar
+from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar, unwrap
 from tasks.training.losses import policy_loss_on_device
 from tasks.training.metrics import check_finite
 from tasks.training.packed_attention import resolve_attention
@@ -114,10 +114,11 @@ def gradient_checkpointing(cfg: RLConfig, device: torch.device) -> bool:
     return cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else device.type == "cuda"
 
 
-def update_attention(cfg: RLConfig, device: torch.device) -> str:
+def update_attention(cfg: RLConfig, device: torch.device, model_config=None) -> str:
     """The update's layout and kernel: PADDED without packing, else the packed-attention kernel of
-    `cfg.attention` on this device (packed_attention.resolve_attention: auto → flex on a GPU, varlen else)."""
-    return resolve_attention(cfg.attention, device) if cfg.packing else PADDED
+    `cfg.attention` on this device for this model (packed_attention.resolve_attention: auto → flex on a GPU,
+    varlen else and for sliding-window models)."""
+    return resolve_attention(cfg.attention, device, model_config) if cfg.packing else PADDED
 
 
 def use_rollout_logprobs(cfg: RLConfig, device: torch.device) -> bool:
@@ -169,7 +170,7 @@ def update_policy(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, dev
     `model`), `ctx` the distributed context (default: one process). Each forward runs under bf16 autocast
     when `bf16_enabled` says so (log-probs are taken in fp32; backward and optimizer steps outside it). When
     every group is filtered out nothing is trained: no optimizer or scheduler step (warm-up counts updates)."""
-    with scoring(model, update_attention(cfg, device)):
+    with scoring(model, update_attention(cfg, device, getattr(unwrap(model), "config", None))):
         return _update_steps(model, policy or model, opt, sched, rollouts, cfg, device, step, ctx)
 
 
@@ -234,7 +235,7 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
     if not minis:
         return {**values, "loss": 0.0, "grad_norm": 0.0, "entropy": 0.0, "clip_frac_low": 0.0,
                 "clip_frac_high": 0.0, "ratio_mean": 1.0, "rank_token_imbalance": 1.0}
-    attention = update_attention(cfg, device)
+    attention = update_attention(cfg, device, getattr(unwrap(model), "config", None))
     plans = [_plan(mb, rank, world, cfg, attention, device) for mb in minis]
     policy.train()
     sums = _Sums()

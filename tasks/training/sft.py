@@ -127,7 +127,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
 
 def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool = False,
                on_step: Callable[[int, int, dict], None] | None = None) -> SFTResult:
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # slow to import: only when a run starts
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # slow: only when a run starts
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -139,7 +139,8 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     if resume and ckpt is None:
         log.info("--resume: no checkpoint in %s, starting fresh", out)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device))  # recorded as trained
+    cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device,  # recorded as trained
+                                                   AutoConfig.from_pretrained(model_dir)))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
                                                  attn_implementation=attn_implementation(cfg.attention))
     model = model.to(ctx.device)

@@ -219,3 +219,39 @@ def test_flex_forward_equals_dense_and_keeps_documents_apart(model, packs):
     after = _logits(flex_model, [_edit_document(pack, 1, random.Random(3))], "flex")[0]
     changed = (after - before).abs().amax(-1)
     assert changed[seg == 1].max() > 1e-2 and changed[seg != 1].max() < 1e-6
+
+
+def test_sliding_window_models_pack_as_each_document_alone():
+    """A Gemma 3 shape (sliding-window layers beside full ones, window 4): two documents longer than the window
+    packed in one row under varlen give each token the logits and gradients of its document run alone with
+    transformers' own masks; `auto` picks varlen for it on any device and flex is refused."""
+    from transformers import Gemma3TextConfig, Gemma3ForCausalLM
+
+    cfg = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=4,
+                           layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                           max_position_embeddings=64)
+    assert resolve_attention("auto", torch.device("cuda"), cfg) == "varlen"
+    with pytest.raises(ValueError, match="sliding-window layers"):
+        resolve_attention("flex", torch.device("cuda"), cfg)
+    torch.manual_seed(0)
+    cfg._attn_implementation = "eager"
+    alone_model = Gemma3ForCausalLM(cfg).eval()
+    packed_model = copy.deepcopy(alone_model)
+    packed_model.config._attn_implementation = attn_implementation("varlen")
+    docs = [torch.randint(3, 64, (9,)), torch.randint(3, 64, (7,))]
+    alone = [alone_model(d[None], use_cache=False).logits[0] for d in docs]
+    ids = torch.cat(docs)[None]
+    position_ids = torch.cat([torch.arange(len(d)) for d in docs])[None]
+    document_ids = torch.cat([torch.full((len(d),), i) for i, d in enumerate(docs)])[None]
+    packed = packed_model(ids, position_ids=position_ids, use_cache=False,
+                          **attention_inputs({"document_ids": document_ids}, "varlen")).logits[0]
+    assert (packed - torch.cat(alone)).abs().max() < 1e-5
+    sum(a.sum() for a in alone).backward()
+    packed.sum().backward()
+    for (name, p), q in zip(alone_model.named_parameters(), packed_model.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-4, rtol=1e-4), name
+    # the window matters here: the same weights with every layer full see other logits past the window
+    full = Gemma3ForCausalLM(Gemma3TextConfig(**{**cfg.to_dict(), "layer_types": ["full_attention"] * 3})).eval()
+    full.load_state_dict(alone_model.state_dict())
+    assert (full(docs[0][None], use_cache=False).logits[0] - alone[0].detach()).abs().max() > 1e-3
