@@ -132,11 +132,12 @@ def model_export(
     """Turn a sharded training checkpoint (state/ written by every rank) into a plain HF folder:
     safetensors, config, generation config, tokenizer with its chat template. Needs only the checkpoint
     (not the run's base model) and one process, whatever the number of ranks that wrote it."""
-    from tasks.training.checkpoint import CheckpointError
-    from tasks.training.export import export_checkpoint, find_checkpoint  # torch loads only when it exports
+    from tasks.training.checkpoint import CheckpointError, check_checkpoint
+    from tasks.training.export import export_checkpoint, find_checkpoint
 
     try:
         ckpt = find_checkpoint(checkpoint)
+        check_checkpoint(ckpt)  # a refused checkpoint leaves no --out behind
         _check_out(out, force)
         claim_out(str(out))
         path = export_checkpoint(ckpt, out)

@@ -40,18 +40,17 @@ def _jsonl(path, rows):
     return path
 
 
-def _checkpoint(out: Path, model: Path, optimizer: bytes | None = None, state: str | None = None) -> Path:
-    """A complete-looking checkpoints/step-2 (weights, optimizer, trainer state) in `out`."""
+def _checkpoint(out: Path, model: Path) -> Path:
+    """A real checkpoints/step-2 in `out` (sharded state of `model` with its AdamW state, trainer state)."""
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    d = out / "checkpoints" / "step-2"
-    shutil.copytree(model, d)
-    if optimizer is None:
-        torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt")
-    else:
-        (d / "optimizer.pt").write_bytes(optimizer)
-    (d / "trainer_state.json").write_text(state or json.dumps({"step": 2, "scheduler": {}}))
-    return d
+    from tasks.training.checkpoint import save_checkpoint
+
+    m = AutoModelForCausalLM.from_pretrained(str(model))
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    return save_checkpoint(m, AutoTokenizer.from_pretrained(str(model)), opt, sched, 2, out, keep=2)
 
 
 @pytest.fixture(scope="module")
@@ -226,14 +225,13 @@ def test_every_kind_of_broken_model_names_the_file(fx, damage):
 
 
 @pytest.mark.parametrize("command", ["sft", "rl"])
-@pytest.mark.parametrize("damage, file", [("optimizer", "optimizer.pt"), ("state", "trainer_state.json"),
-                                          ("weights", "model.safetensors")])
-def test_a_corrupt_checkpoint_on_resume_names_it(fx, tmp_path, command, damage, file):
+@pytest.mark.parametrize("file, content", [("state/.metadata", b"garbage"), ("trainer_state.json", b"{broken"),
+                                           ("state/__0_0.distcp", None)])
+def test_a_corrupt_checkpoint_on_resume_names_it(fx, tmp_path, command, file, content):
     out = tmp_path / "run"
-    ckpt = _checkpoint(out, fx["model"], optimizer=b"garbage" if damage == "optimizer" else None,
-                       state="{broken" if damage == "state" else None)
-    if damage == "weights":
-        (ckpt / file).write_bytes((ckpt / file).read_bytes()[:4000])
+    ckpt = _checkpoint(out, fx["model"])
+    f = ckpt / file
+    f.write_bytes(content if content is not None else f.read_bytes()[:4000])
     assert_one_line(klear(*_args(fx, command, **{"--out": out, "--resume": True})), f"checkpoint {ckpt}", file)
 
 

@@ -1,0 +1,79 @@
+"""FSDP2's mesh and mixed-precision policy on real ranks, for test_fsdp_precision.py:
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/training/fsdp_ranks.py OUT
+
+Each rank shards a small two-block model (`distributed.shard`) over the meshes `distributed.device_mesh`
+builds, runs one forward and backward, and writes what it saw to OUT/rank-R.json: mesh shapes and names,
+the dtype each block's weight had inside its forward, the policy's dtypes, the gradients' dtype and the
+parameters' placements."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tasks.training import distributed as dist_utils  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+class TwoBlocks(torch.nn.Module):
+    _no_split_modules = ["Block"]  # what transformers models name as their blocks
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def step(mesh, bf16: bool) -> dict:
+    """Shard a fresh model over `mesh`, one forward/backward; what the forward and the gradients looked like."""
+    torch.manual_seed(0)
+    model = dist_utils.shard(TwoBlocks(), mesh, bf16)
+    seen = []
+    model.blocks[0].linear.register_forward_pre_hook(lambda m, args: seen.append(str(m.weight.dtype)))
+    model(torch.randn(4, 8)).float().sum().backward()
+    policy = model.blocks[0]._get_fsdp_state()._fsdp_param_group.mp_policy
+    weight = model.blocks[0].linear.weight
+    return {"forward_weight_dtype": seen[0], "param_dtype": str(policy.param_dtype),
+            "reduce_dtype": str(policy.reduce_dtype), "grad_dtype": str(weight.grad.dtype),
+            "stored_dtype": str(weight.dtype), "placements": [repr(p) for p in weight.placements]}
+
+
+def run(out: str) -> None:
+    ctx = dist_utils.setup()
+    report = {"meshes": {}}
+    for group in (None, 1, 2):
+        mesh = dist_utils.device_mesh(ctx, group)
+        report["meshes"][str(group)] = {"shape": list(mesh.shape), "names": list(mesh.mesh_dim_names)}
+    try:
+        dist_utils.device_mesh(ctx, 3)
+    except ValueError as e:
+        report["bad_group"] = str(e)
+    report["fp32"] = step(dist_utils.device_mesh(ctx), bf16=False)
+    report["bf16"] = step(dist_utils.device_mesh(ctx), bf16=True)
+    report["hsdp"] = step(dist_utils.device_mesh(ctx, 1), bf16=True)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / f"rank-{ctx.rank}.json").write_text(json.dumps(report))
+    dist_utils.teardown(ctx)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1])
