@@ -5,7 +5,7 @@
 Each rank shards a small two-block model (`distributed.shard`) over the meshes `distributed.device_mesh`
 builds, runs one forward and backward, and writes what it saw to OUT/rank-R.json: mesh shapes and names,
 the dtype each block's weight had inside its forward, the policy's dtypes, the gradients' dtype and the
-parameters' placements."""
+parameters' placements, and whether a state saved from the HSDP mesh loads whole into the 1-D one."""
 from __future__ import annotations
 
 import json
@@ -57,6 +57,33 @@ def step(mesh, bf16: bool) -> dict:
             "stored_dtype": str(weight.dtype), "placements": [repr(p) for p in weight.placements]}
 
 
+def reshard(ctx, out: str) -> bool:
+    """A model and its AdamW state saved from the HSDP mesh (replicate × shard) through the trainers' DCP
+    path load into a model sharded over the 1-D mesh with every tensor equal (DCP reshards)."""
+    import torch.distributed.checkpoint as dcp
+
+    def trained(mesh, steps: int):
+        torch.manual_seed(1)
+        model = dist_utils.shard(TwoBlocks(), mesh)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        for _ in range(steps):
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        return model, opt
+
+    saved, saved_opt = trained(dist_utils.device_mesh(ctx, 1), 2)
+    dcp.save(dist_utils.sharded_state(saved, saved_opt), checkpoint_id=str(Path(out) / "hsdp-state"))
+    loaded, loaded_opt = trained(dist_utils.device_mesh(ctx), 0)
+    dist_utils.load_sharded_state(loaded, loaded_opt, Path(out) / "hsdp-state")
+    a, b = dist_utils.sharded_state(saved, saved_opt), dist_utils.sharded_state(loaded, loaded_opt)
+    whole = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t  # noqa: E731
+    same = all(whole(a["model"][k]).equal(whole(b["model"][k])) for k in a["model"])
+    for name, state in a["optim"]["state"].items():
+        same &= all(whole(v).equal(whole(b["optim"]["state"][name][k])) for k, v in state.items())
+    return same and len(a["optim"]["state"]) == 6
+
+
 def run(out: str) -> None:
     ctx = dist_utils.setup()
     report = {"meshes": {}}
@@ -70,6 +97,7 @@ def run(out: str) -> None:
     report["fp32"] = step(dist_utils.device_mesh(ctx), bf16=False)
     report["bf16"] = step(dist_utils.device_mesh(ctx), bf16=True)
     report["hsdp"] = step(dist_utils.device_mesh(ctx, 1), bf16=True)
+    report["hsdp_resharded_equal"] = reshard(ctx, out)
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / f"rank-{ctx.rank}.json").write_text(json.dumps(report))
     dist_utils.teardown(ctx)

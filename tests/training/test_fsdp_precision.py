@@ -1,7 +1,8 @@
 """FSDP2 as the trainers shard (tasks/training/distributed.py) on 2 gloo ranks: with bf16 the
 mixed-precision policy gathers bf16 parameters for the forward and reduces fp32 gradients into fp32
 master shards; without, everything stays fp32; shard_group_size builds the HSDP mesh (replicate × shard)
-and a size that does not divide the ranks is refused. The config checks shard_group_size on its own."""
+and a size that does not divide the ranks is refused; a sharded checkpoint of the HSDP mesh loads into the
+1-D mesh tensor for tensor. The config checks shard_group_size on its own."""
 import json
 import subprocess
 import sys
@@ -35,6 +36,7 @@ def test_mixed_precision_policy_and_hsdp_mesh_on_two_ranks(tmp_path):
                                "placements": ["Shard(dim=0)"]}
         assert rep["hsdp"]["forward_weight_dtype"] == "torch.bfloat16"
         assert rep["hsdp"]["placements"] == ["Replicate()", "Shard(dim=0)"]
+        assert rep["hsdp_resharded_equal"] is True
 
 
 @pytest.mark.parametrize("cls", [SFTConfig, RLConfig])
