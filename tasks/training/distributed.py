@@ -124,13 +124,18 @@ def is_sharded(model: torch.nn.Module) -> bool:
 
 @contextlib.contextmanager
 def gradient_sync(model: torch.nn.Module, enabled: bool):
-    """Backward passes inside synchronise gradients across ranks only when `enabled` (the last
-    micro-batch of an optimizer step); earlier ones accumulate locally (DDP no_sync / FSDP2's flag)."""
+    """Backward passes inside a DDP model all-reduce gradients only when `enabled` (the last micro-batch of
+    an optimizer step); earlier ones accumulate locally (no_sync): each rank holds whole gradients anyway.
+    Under FSDP every micro-batch reduce-scatters, `enabled` or not: skipping it would keep each earlier
+    micro-batch's gradients unsharded, a whole fp32 copy of the model's gradients on every GPU (4P bytes:
+    32.8 GiB at 8B, the largest term of the paper preset's plan, and one that no number of GPUs shrinks),
+    to save a reduce-scatter per micro-batch. The sum is the same: shards accumulate what the whole
+    gradients would have (tasks/training/plan.py counts it so)."""
     if hasattr(model, "no_sync"):  # DDP
         with contextlib.nullcontext() if enabled else model.no_sync():
             yield
     elif is_sharded(model):
-        model.set_requires_gradient_sync(enabled)
+        model.set_requires_gradient_sync(True)
         yield
     else:
         yield

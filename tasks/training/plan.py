@@ -8,13 +8,10 @@ over N ranks, B of them in one decoder block and R in the root module (embedding
                            2 blocks gathered in bf16 at a time (the current one and the prefetched next), 2·2B
     fsdp root gathered     the root module is not resharded between forward and backward (FSDP2's rule for
                            the root): its parameters stay gathered in bf16 through the micro-batch, 2R
-    fsdp gradients         unsharded, per GPU: when a rank runs more than one micro-batch per optimizer step
-                           (its share of a mini-batch, ⌈⌈rollouts/mini_batches⌉/N⌉ full-length rollouts,
-                           passes the micro-batch) gradients are synchronised in the last one only
-                           (rl_update.py), and FSDP2 keeps the earlier ones unsharded, accumulated in the
-                           reduce dtype: 4P, plus the root's bf16 gradient before it is added (2R); with one
-                           micro-batch only the root's gradients in flight: bf16 and their fp32 copy for the
-                           reduce-scatter, 6R (a block's are B-sized and freed as backward moves on)
+    fsdp gradients         every micro-batch reduce-scatters its gradients into the shards
+                           (distributed.gradient_sync), so none stay unsharded between micro-batches; in
+                           flight only the root's: bf16 and their fp32 copy for the reduce-scatter, 6R (a
+                           block's are B-sized and freed as backward moves on)
     activations            per micro-batch of T tokens (RLConfig.micro_batch_tokens: one packed row, no padding;
                            a rollout longer than the budget is a micro-batch of its own), saved for backward in
                            bf16 (2 bytes/element; 4 without bf16), per layer and token: 7h + 2·kv + 4·I
@@ -210,11 +207,9 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     lines = [("weights (fp32)", 4 * p / share), ("gradients (fp32)", 4 * p / share),
              ("AdamW moments (fp32)", 8 * p / share)]
     if sharded:
-        accumulating = work.rank_rollouts(hw.nproc) > work.micro_batch_rollouts
         lines += [(f"fsdp gathered blocks ({'bf16' if hw.bf16 else 'fp32'})", 2 * half * block),
                   (f"fsdp root gathered ({'bf16' if hw.bf16 else 'fp32'})", half * root),
-                  ("fsdp unsharded gradients (fp32)" if accumulating else "fsdp root gradients in flight",
-                   4 * p + half * root if accumulating else (half + 4) * root)]
+                  ("fsdp root gradients in flight", (half + 4) * root)]
     from tasks.training.linear_logprobs import LOGPROB_CHUNK
 
     chunk = min(LOGPROB_CHUNK, work.micro_batch_rollouts * work.max_tokens)

@@ -24,17 +24,17 @@ def test_qwen3_8b_block_and_root_by_hand():
 
 
 # The paper run's per-GPU terms in GiB, by hand (P = 8,190,735,360, B = 192,946,432, R = 1,244,663,808,
-# 1 GiB = 2^30 bytes); every rank trains ⌈1024 / 8 / N⌉ = 16 (N = 8) or 8 (N = 16) full-length rollouts per
-# optimizer step, more than the one a 36,864-token micro-batch holds, so gradients accumulate unsharded:
+# 1 GiB = 2^30 bytes); every micro-batch reduce-scatters its gradients into the shards, so none accumulate
+# unsharded whatever the micro-batches per optimizer step:
 #   weights 4P/N: 3.8141 (N = 8), 1.9071 (N = 16); gradients the same; AdamW 8P/N: 7.6282, 3.8141
 #   gathered blocks 2·2·B = 771,785,728 B = 0.7188; root gathered 2·R = 2,489,327,616 B = 2.3184
-#   unsharded gradients 4P + 2R = 32,762,941,440 + 2,489,327,616 = 35,252,269,056 B = 32.8312
+#   root gradients in flight (bf16 + fp32) 6R = 7,467,982,848 B = 6.9551
 #   activations 2 · 36,864 · (36·4096 + 7·4096 + 2·1024 + 4·12288) = 2 · 36,864 · 227,328 = 16,760,438,784 B
 #     = 15.6094
 #   log-prob chunk 8 · 4096 · 151,936 = 4,978,638,848 B = 4.6367 (the output layer is the gathered bf16 root)
-#   trainer: 16P/N + 0.7188 + 2.3184 + 32.8312 + 15.6094 + 4.6367 = 71.3709 (N = 8), 63.7427 (N = 16)
-#   generation: 12P/N + 0.5 · 80 = 11.4423 + 40 = 51.4423 (N = 8), 5.7212 + 40 = 45.7212 (N = 16)
-PAPER_GIB = {8: (71.3709, 51.4423), 16: (63.7427, 45.7212)}
+#   trainer: 16P/N + 0.7188 + 2.3184 + 6.9551 + 15.6094 + 4.6367 = 45.4948 (N = 8), 37.8666 (N = 16)
+#   generation: 12P/N + 0.5 · 80 = 11.4423 + 40 = 51.4423 (N = 8), 5.7212 + 40 = 45.7212 (N = 16): the peak
+PAPER_GIB = {8: (45.4948, 51.4423), 16: (37.8666, 45.7212)}
 
 
 @pytest.mark.parametrize("nproc", [8, 16])
@@ -43,28 +43,19 @@ def test_the_paper_run_per_gpu_by_hand(nproc):
     lines = dict(plan.lines)
     assert lines["fsdp gathered blocks (bf16)"] == pytest.approx(0.7188, abs=1e-4)
     assert lines["fsdp root gathered (bf16)"] == pytest.approx(2.3184, abs=1e-4)
-    assert lines["fsdp unsharded gradients (fp32)"] == pytest.approx(32.8312, abs=1e-4)
+    assert lines["fsdp root gradients in flight"] == pytest.approx(6.9551, abs=1e-4)
+    assert "fsdp unsharded gradients (fp32)" not in lines
     assert lines["activations (bf16)"] == pytest.approx(15.6094, abs=1e-4)
     assert lines["log-prob chunk (fp32)"] == pytest.approx(4.6367, abs=1e-4)
     trainer, generation = PAPER_GIB[nproc]
     assert plan.trainer_gib == pytest.approx(trainer, abs=1e-3)
     assert plan.generation_gib == pytest.approx(generation, abs=1e-3)
-    assert plan.peak_gib == plan.trainer_gib and plan.refusal is None
-
-
-def test_one_micro_batch_per_rank_keeps_no_unsharded_gradients():
-    """16 prompts × 8 in 16 mini-batches over 8 ranks: one rollout per rank per optimizer step, one
-    micro-batch, gradients reduce-scattered as they come: only the root's in flight, bf16 + fp32 = 6R
-    = 7,467,982,848 B = 6.9551 GiB, instead of 4P + 2R."""
-    work = Workload(16, 8, 36864, 4096, 32768, mini_batches=16)
-    lines = dict(plan_rl(QWEN3_8B, work, Hardware(nproc=8, strategy="fsdp")).lines)
-    assert "fsdp unsharded gradients (fp32)" not in lines
-    assert lines["fsdp root gradients in flight"] == pytest.approx(6.9551, abs=1e-4)
+    assert plan.peak_gib == plan.generation_gib and plan.refusal is None
 
 
 def test_the_trainer_state_stays_on_the_gpu_while_the_engine_generates():
     """16 GPUs, the engine at 0.85 of 80 GiB: generation = 12P/16 + 68 = 5.7212 + 68 = 73.7212 GiB passes the
-    update's 63.74 and is the peak; at 0.95 (5.7212 + 76 = 81.72) it passes 80 GiB, the engine named."""
+    update's 37.87 and is the peak; at 0.95 (5.7212 + 76 = 81.72) it passes 80 GiB, the engine named."""
     plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=16, strategy="fsdp", gpu_memory_utilization=0.85))
     assert plan.peak_gib == plan.generation_gib == pytest.approx(73.7212, abs=1e-3) and plan.refusal is None
     plan = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=16, strategy="fsdp", gpu_memory_utilization=0.95))
