@@ -58,9 +58,11 @@ from tasks.training.config import RLConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
 from tasks.training.metrics import MetricsLog
+from tasks.training.model_loading import build_model, load_weights
 from tasks.training.optim import fused_adamw
 from tasks.training.rl_data import PromptSampler, keep_fitting, load_rl_rows
-from tasks.training.rl_engine import engine_layout_problem, make_rollout_engine, rollout_batch_rows, rollout_share
+from tasks.training.rl_engine import (engine_layout_problem, generates_here, make_rollout_engine, rollout_batch_rows,
+                                      rollout_share)
 from tasks.training.rl_update import Rollout, bf16_enabled, gradient_checkpointing, update_policy
 from tasks.training.rollout_exchange import exchange_rollouts
 from tasks.training.schedule import warmup_constant
@@ -98,7 +100,7 @@ def train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = 
 
 def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool = False,
               on_step: Callable[[int, int, dict], None] | None = None, graders: dict | None = None) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # slow to import: only when a run starts
+    from transformers import AutoTokenizer  # slow to import: only when a run starts
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -111,7 +113,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     ckpt = resume_checkpoint(out) if resume else None
     torch.manual_seed(cfg.seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).to(device)
+    model = build_model(model_dir, ctx, cfg.strategy)  # under FSDP a skeleton, loaded into its shards below
     model.config.use_cache = True  # generation's (the update's forwards pass use_cache=False)
     if gradient_checkpointing(cfg, device):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -129,10 +131,13 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
                               rollout_batch_rows(device, cfg.prompts_per_step, cfg.rollouts_per_prompt),
                               sharded or cfg.compile,  # a compiled policy generates from an uncompiled copy
                               cfg.tensor_parallel, ctx.world_size,
-                              dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32)
+                              dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32, device=device,
+                              generates=generates_here(ctx.rank, ctx.world_size, cfg.tensor_parallel,
+                                                       cfg.prompts_per_step))
     if cfg.compile:
         compile_blocks(model)
     policy = dist_utils.wrap(model, ctx, cfg.strategy, bf16_enabled(cfg, device), cfg.shard_group_size)
+    load_weights(model, model_dir, device)  # each rank reads its shards (model_loading); whole models: nothing
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay,
                             **fused_adamw(device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_constant(s, cfg.warmup_steps))

@@ -6,10 +6,15 @@ backend (RLConfig.backend, resolved by tasks/generation/engine.py `resolve_backe
   weights' memory traffic per decode step, and the precision the update's forwards run in — refreshed in
   place after each update (every parameter copied into it, cast to bf16).
 - "hf", FSDP: the policy is sharded, and every forward of a sharded module is a collective, while ranks
-  generate different prompts for different lengths. Each rank generates with an unsharded copy made before
-  sharding (bf16 with a bf16 update, else fp32); after an update every parameter is gathered whole, one at a
-  time, and copied into it (a full copy per rank: the transformers path is for small models; large ones use
-  vLLM).
+  generate different prompts for different lengths. Each rank that generates holds an unsharded copy in the
+  update's forward precision: bf16 with a bf16 update (the GPU default), fp32 without one (the CPU default,
+  so CPU runs keep their numbers: bf16 sampling would change every CPU rollout). Over several ranks the
+  policy is a skeleton until it is sharded (tasks/training/model_loading.py), so the copy is made empty in
+  that dtype and filled by the first weight sync: no rank makes the whole fp32 model for it. After each
+  update every parameter is gathered whole, one at a time, and copied into the copy in place (no new
+  allocation). A rank that never generates (no prompt group of its own and not rank 0, which runs the
+  held-out evaluations: `generates_here`) holds no copy and only takes part in each sync's gathers.
+  (A whole copy per generating rank: the transformers path is for small models; large ones use vLLM.)
 - "vllm": a vLLM engine per rank (in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0 unless set), loaded
   from the model directory. After an update the parameters are gathered whole one at a time
   (`distributed.full_parameters`) as the engine's loader consumes them, in one push
@@ -30,17 +35,22 @@ import torch
 from tasks.generation.hf_backend import HFGenerator
 from tasks.generation.vllm_backend import VLLMGenerator
 from tasks.training.distributed import full_parameters
+from tasks.training.model_loading import empty_copy
 
 
 def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: int, sharded: bool,
-                        tensor_parallel: int = 1, world_size: int = 1, dtype: torch.dtype = torch.float32):
+                        tensor_parallel: int = 1, world_size: int = 1, dtype: torch.dtype = torch.float32,
+                        device: torch.device | None = None, generates: bool = True):
     """The rank's engine; call before the model is sharded or compiled (`sharded`: it will be, under FSDP, or
     compiled: the engine generates from a copy either way). `dtype`: the
     update's forward precision (bf16 with autocast): the transformers engine generates in it, from a copy
     when it is not the policy's own (fp32). With
     `tensor_parallel` tp > 1 (vllm), each group of tp consecutive ranks builds one engine over its GPUs
     (vLLM's external launcher: every rank of the group runs the same requests on its shard of the model,
-    `rollout_share` gives them the same prompts and seed), world_size / tp such groups side by side."""
+    `rollout_share` gives them the same prompts and seed), world_size / tp such groups side by side. A policy
+    built as a skeleton (model_loading.build_model under FSDP) gets an empty copy in `dtype` on `device`,
+    which the run's first weight sync fills: the whole model is never made in fp32 for it. `generates` False
+    (`generates_here`) with a sharded transformers engine: no copy, the rank only joins the syncs' gathers."""
     if backend == "vllm":
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # streamed sync, no host copy
         kw = {}
@@ -48,9 +58,22 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
             kw = {"tensor_parallel_size": tensor_parallel, "data_parallel_size": world_size // tensor_parallel,
                   "distributed_executor_backend": "external_launcher"}
         return _VLLMRolloutEngine(VLLMGenerator(model_dir, sleep_mode=True, **kw))
+    if sharded and not generates:
+        return _GatherOnlyEngine()
+    if any(p.is_meta for p in model.parameters()):  # a skeleton to shard (model_loading): an empty copy,
+        return _PolicyCopyEngine(empty_copy(model, dtype, device), tok, batch_size=batch_size)  # filled by sync
     if sharded or dtype != model.dtype:
         return _PolicyCopyEngine(copy.deepcopy(model).to(dtype).eval(), tok, batch_size=batch_size)
     return _PolicyEngine(model, tok, batch_size=batch_size)
+
+
+def generates_here(rank: int, world: int, tensor_parallel: int, prompts_per_step: int) -> bool:
+    """Whether rank's engine ever generates: rank 0 (it runs the held-out evaluations), every rank of
+    tensor-parallel engines (they step together), else a rank that `rollout_share` gives a prompt group
+    (all of them unless prompts_per_step < world)."""
+    if rank == 0 or tensor_parallel > 1:
+        return True
+    return bool(rollout_share(prompts_per_step, rank, world, tensor_parallel).generate)
 
 
 def rollout_batch_rows(device: torch.device, prompts_per_step: int, rollouts_per_prompt: int) -> int:
@@ -122,6 +145,24 @@ class _PolicyCopyEngine(_PolicyEngine):
         with torch.no_grad():
             for name, full in full_parameters(model):
                 own[name].copy_(full)
+
+
+class _GatherOnlyEngine:
+    """A rank of a sharded policy that never generates (`generates_here`): no weights of its own, but each
+    sync gathers every parameter, a collective the generating ranks wait on, so it takes part and drops them."""
+
+    def generate(self, prompts, params, **kw):
+        raise RuntimeError("this rank's engine holds no weights: generates_here said it never generates")
+
+    def sync_weights(self, model) -> None:
+        for _name, _full in full_parameters(model):
+            pass
+
+    def sleep(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class _VLLMRolloutEngine:

@@ -38,6 +38,7 @@ from tasks.training.config import SFTConfig
 from tasks.training.checkpoint import (check_fresh_out, load_training_state, resume_checkpoint, save_checkpoint,
                                        save_model)
 from tasks.training.metrics import MetricsLog, check_finite
+from tasks.training.model_loading import build_model, load_weights
 from tasks.training.optim import fused_adamw
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attn_implementation, resolve_attention
@@ -127,7 +128,7 @@ def train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool 
 
 def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool = False,
                on_step: Callable[[int, int, dict], None] | None = None) -> SFTResult:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # slow: only when a run starts
+    from transformers import AutoConfig, AutoTokenizer  # slow to import: only when a run starts
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -141,9 +142,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device,  # recorded as trained
                                                    AutoConfig.from_pretrained(model_dir)))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
-                                                 attn_implementation=attn_implementation(cfg.attention))
-    model = model.to(ctx.device)
+    model = build_model(model_dir, ctx, cfg.strategy, attn_implementation(cfg.attention))  # FSDP: a skeleton
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if cfg.compile:
@@ -171,6 +170,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     warmup = max(1, round(cfg.warmup_ratio * total)) if cfg.warmup_ratio > 0 else 0
 
     ddp_model = dist_utils.wrap(model, ctx, cfg.strategy, bf16, cfg.shard_group_size)
+    load_weights(model, model_dir, ctx.device)  # each rank reads its shards (model_loading); whole models: nothing
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
                             **fused_adamw(ctx.device))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, total, warmup, cfg.min_lr_ratio))
