@@ -29,12 +29,13 @@ def model_dir(tmp_path_factory):
 def _ranks(model_dir, out, how):
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                         str(ROOT / "tests/training/loading_ranks.py"), str(model_dir), str(out), how],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+                       capture_output=True, text=True, timeout=150, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     return [json.loads((out / f"{how}-{rank}.json").read_text()) for rank in (0, 1)]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_each_rank_reads_its_shards_and_never_the_whole_model(model_dir, tmp_path):
     whole_bytes = (model_dir / "model.safetensors").stat().st_size
     sharded = _ranks(model_dir, tmp_path, "sharded")
