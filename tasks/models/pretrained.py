@@ -145,12 +145,16 @@ def fetchable(value: str) -> bool:
     return model_ref_kind(value) in ("name", "hub")
 
 
+def registered_name(hub_id: str) -> str | None:
+    """The PRETRAINED name whose Hub id `hub_id` is (case aside), else None."""
+    return next((p.name for p in PRETRAINED.values() if p.hub_id.lower() == hub_id.lower()), None)
+
+
 def fetched_path(value: str) -> Path | None:
     """Where the cache already holds the model a name or Hub id names (so `resolve_model` is instant), else
     None."""
     kind = model_ref_kind(value)
-    known = [p.name for p in PRETRAINED.values() if kind == "hub" and p.hub_id.lower() == value.lower()]
-    name = value if kind == "name" else (known[0] if known else None)
+    name = value if kind == "name" else (registered_name(value) if kind == "hub" else None)
     target = model_cache_dir() / name if name else model_cache_dir() / "hub" / value.replace("/", "--")
     found = read_manifest(target) or {}
     made = found.get("name") == (name or value) and found.get("conversion") == CONVERSION
@@ -168,8 +172,8 @@ def resolve_model(value: str, log=print) -> Path:
     if kind == "name":
         return fetch(value, log=log)
     if kind == "hub":
-        known = [p.name for p in PRETRAINED.values() if p.hub_id.lower() == value.lower()]
-        return fetch(known[0], log=log) if known else fetch_hub(value, log=log)
+        name = registered_name(value)
+        return fetch(name, log=log) if name else fetch_hub(value, log=log)
     if os.path.isdir(value):
         raise FetchError(f"{value}: not a Hugging Face model directory (no config.json)")
     raise FetchError(f"{value}: no such model directory, nor a pretrained model's name "

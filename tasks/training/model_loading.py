@@ -68,17 +68,16 @@ def load_weights(model: torch.nn.Module, model_dir: str | Path, device: torch.de
     from safetensors import safe_open
     from torch.distributed.tensor import DTensor, distribute_tensor
 
-    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
-    model.to_empty(device=device)
+    materialize(model, device)
+    where = weight_files(model_dir)
+    tied = tied_output_name(model)
     with torch.no_grad():
-        for name, b in model.named_buffers():
-            b.copy_(buffers[name])
-        where = weight_files(model_dir)
-        tied = tied_output_name(model)
         for name, p in model.named_parameters():
             stored = tied[1] if tied and name == tied[0] and name not in where else name
             if stored not in where:
                 raise ValueError(f"{model_dir}: its weights have no {name}")
+            # a file is opened (memory-mapped) per tensor on purpose: a mapping kept open for the whole load
+            # keeps every page read resident, 315 MB of a 227 MB model's peak instead of 120 (test_model_loading)
             with safe_open(str(where[stored]), framework="pt", device="cpu") as f:
                 rows = own_rows(p) if isinstance(p, DTensor) else None
                 if rows is not None:  # only this rank's rows are read from the file
@@ -93,19 +92,25 @@ def load_weights(model: torch.nn.Module, model_dir: str | Path, device: torch.de
             del full
 
 
+def materialize(model: torch.nn.Module, device: torch.device) -> None:
+    """A skeleton's parameters made real on `device`, uninitialised (`to_empty`), its buffers kept: to_empty
+    empties them too, so they are copied out first and back after."""
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    model.to_empty(device=device)
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            b.copy_(buffers[name])
+
+
 def empty_copy(model: torch.nn.Module, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
     """A copy of a skeleton (`build_model` under FSDP) made real in `dtype` on `device`, its parameters
     uninitialised and its buffers the skeleton's: for an engine whose first act is to copy the policy's
     weights in (rl_engine's weight sync), so the whole model exists once, in the engine's dtype."""
     import copy
 
-    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     twin = copy.deepcopy(model).to(dtype=dtype) if dtype != torch.float32 else copy.deepcopy(model)
-    twin.to_empty(device=device)
+    materialize(twin, device)
     twin.tie_weights()  # to_empty makes each parameter anew: a tied output layer is the embedding again
-    with torch.no_grad():
-        for name, b in twin.named_buffers():
-            b.copy_(buffers[name])
     return twin.eval()
 
 
