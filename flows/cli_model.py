@@ -128,19 +128,25 @@ def model_export(
     checkpoint: Path = typer.Argument(..., help="A training checkpoint (out/checkpoints/step-N) or a run's --out (its newest checkpoint)"),
     out: Path = typer.Option(..., "--out", help="Directory for the HF model"),
     force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="The weights' dtype in the files: float32 (as "
+                                        "trained, the default), bfloat16 or float16 (half the size; what "
+                                        "inference engines load)"),
 ) -> None:
     """Turn a sharded training checkpoint (state/ written by every rank) into a plain HF folder:
     safetensors, config, generation config, tokenizer with its chat template. Needs only the checkpoint
-    (not the run's base model) and one process, whatever the number of ranks that wrote it."""
+    (not the run's base model) and one process, whatever the number of ranks that wrote it; reads and
+    writes one weight file (≤ 5 GB) at a time, never the whole model."""
     from tasks.training.checkpoint import CheckpointError, check_checkpoint
-    from tasks.training.export import export_checkpoint, find_checkpoint
+    from tasks.training.export import EXPORT_DTYPES, export_checkpoint, find_checkpoint
 
+    if dtype is not None and dtype not in EXPORT_DTYPES:
+        raise UserError(f"--dtype {dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
     try:
         ckpt = find_checkpoint(checkpoint)
         check_checkpoint(ckpt)  # a refused checkpoint leaves no --out behind
         _check_out(out, force)
         claim_out(str(out))
-        path = export_checkpoint(ckpt, out)
+        path = export_checkpoint(ckpt, out, dtype=dtype)
     except CheckpointError as e:
         raise UserError(f"model export: {e}") from None
     import json

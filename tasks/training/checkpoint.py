@@ -46,6 +46,7 @@ STATE = "trainer_state.json"
 SHARDS = "state"                 # the DCP directory of a checkpoint
 METADATA = ".metadata"           # DCP's index of every saved tensor: which file, offset and length
 LEGACY_OPTIMIZER = "optimizer.pt"  # the earlier whole-state layout's optimizer file
+HF_SHARD_SIZE = "5GB"  # largest weight file of a saved model: the Hub's custom, and the export's peak memory
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -179,7 +180,7 @@ def check_fresh_out(out: Path, resume: bool) -> None:
 def save_model(model, tok, path: Path | str, state_dict=None) -> None:
     """`save_pretrained` of weights and tokenizer. `state_dict`: the whole weights gathered from a sharded
     (FSDP) model (distributed.full_model_state)."""
-    model.save_pretrained(str(path), state_dict=state_dict)
+    model.save_pretrained(str(path), state_dict=state_dict, max_shard_size=HF_SHARD_SIZE)
     save_model_files(model, tok, path)
 
 

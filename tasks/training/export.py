@@ -1,22 +1,31 @@
 """HF export of a sharded training checkpoint (`klear model export CHECKPOINT --out DIR`):
 
-    checkpoints/step-N/ (state/ DCP shards + config, tokenizer)  →  DIR/ model.safetensors, config, tokenizer
+    checkpoints/step-N/ (state/ DCP shards + config, tokenizer)  →  DIR/ *.safetensors, config, tokenizer
 
-The model is built from the checkpoint's own config on CPU (random init, fp32: the dtype training keeps
-its weights in), its weights read from the DCP shards (any world size wrote them; only the model's
-entries are read, never the optimizer's), and saved with `save_pretrained`; config.json, the generation
-config and the tokenizer files are the checkpoint's own, copied, so the base model is not needed. The same
-weights give the same files as the run's final model, hence the same checkpoint id (storage/checkpoints.py).
+Streamed, one weight file at a time: the model's skeleton is built on the meta device from the
+checkpoint's own config (no memory, no random init), the names it saves are those `save_pretrained`
+saves (tied weights dropped, transformers' renamings reverted), split into files of at most `max_shard_size`
+by huggingface_hub's own rule, and each file's tensors alone are read from the DCP shards (any world size
+wrote them; never the optimizer's entries), cast when asked and written. Peak memory is one file's tensors
+(≤ HF_SHARD_SIZE), not the whole model: 8B in fp32 is 32 GB, a file 5 GB.
+
+Files are written as `save_pretrained` writes them (safetensors with metadata format=pt, the sharded
+index with total_parameters), so the export of a run's last checkpoint is its final model file for file,
+hence the same checkpoint id (storage/checkpoints.py). config.json, the generation config and the tokenizer
+files are the checkpoint's own, copied (config.json's dtype rewritten when `dtype` casts), so the base model
+is not needed.
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
-from tasks.training.checkpoint import (SHARDS, STATE, CheckpointError, check_checkpoint, checkpoint_step,
-                                       is_complete, latest_checkpoint)
+from tasks.training.checkpoint import (HF_SHARD_SIZE, SHARDS, STATE, CheckpointError, check_checkpoint,
+                                       checkpoint_step, is_complete, latest_checkpoint)
 
 NOT_COPIED = {STATE, SHARDS}  # training-only entries of a checkpoint directory
+EXPORT_DTYPES = ("float32", "bfloat16", "float16")  # what the weights may be written in (training keeps float32)
 
 
 def find_checkpoint(path: Path) -> Path:
@@ -35,34 +44,94 @@ def find_checkpoint(path: Path) -> Path:
                           f"state/.metadata) nor a run directory holding one{hint}")
 
 
-def export_checkpoint(ckpt: Path, out: Path) -> Path:
+def export_checkpoint(ckpt: Path, out: Path, dtype: str | None = None,
+                      max_shard_size: int | str = HF_SHARD_SIZE) -> Path:
     """Write the HF folder of checkpoint `ckpt` (a checkpoint or a run directory: `find_checkpoint`) to
-    `out`; returns `out`. A checkpoint that fails `check_checkpoint` or whose shards do not load is a
-    CheckpointError naming it."""
+    `out`, its weights in `dtype` (one of EXPORT_DTYPES; None: as trained); returns `out`. A checkpoint
+    that fails `check_checkpoint` or whose shards do not hold its config's model is a CheckpointError
+    naming it."""
     import torch
-    import torch.distributed.checkpoint as dcp
+    from huggingface_hub import split_torch_state_dict_into_shards
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    if dtype is not None and dtype not in EXPORT_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
     ckpt = find_checkpoint(ckpt)
     check_checkpoint(ckpt)
     config = AutoConfig.from_pretrained(str(ckpt))
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = {"model": model.state_dict()}
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    names = saved_names(skeleton)
+    cast = getattr(torch, dtype) if dtype else None
+    sizes = {n: torch.empty(t.shape, dtype=cast or t.dtype, device="meta") for n, t in names.items()}
+    split = split_torch_state_dict_into_shards(sizes, filename_pattern="model{suffix}.safetensors",
+                                               max_shard_size=max_shard_size)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    weight_map = {}
+    for filename, keys in split.filename_to_tensors.items():
+        part = _read_weights(ckpt, {k: names[k] for k in keys})
+        part = _as_saved(skeleton, {k: (t.to(cast) if cast else t) for k, t in part.items()})
+        weight_map.update({k: filename for k in part})
+        _save_file(part, out / filename)
+        del part
+    if split.is_sharded:
+        index = {"metadata": {"total_parameters": skeleton.num_parameters(), **split.metadata},
+                 "weight_map": weight_map}
+        (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    for f in ckpt.iterdir():  # the checkpoint's own config, generation config and tokenizer
+        if f.name not in NOT_COPIED and f.is_file():
+            shutil.copy2(f, out / f.name)
+    if dtype:
+        _set_config_dtype(out / "config.json", dtype)
+    return out
+
+
+def saved_names(skeleton) -> dict:
+    """The skeleton's state-dict entries (meta tensors) `save_pretrained` writes: tied copies dropped."""
+    from transformers.modeling_utils import remove_tied_weights_from_state_dict
+
+    return remove_tied_weights_from_state_dict(skeleton.state_dict(), skeleton)
+
+
+def _read_weights(ckpt: Path, wanted: dict) -> dict:
+    """The tensors `wanted` names (meta tensors giving shape and dtype) read from the checkpoint's DCP
+    shards into CPU memory: only their bytes are read."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
     from tasks.training.distributed import quiet_single_process_dcp
 
+    part = {k: torch.empty(t.shape, dtype=t.dtype) for k, t in wanted.items()}
     try:
         with quiet_single_process_dcp():
-            dcp.load(state, checkpoint_id=str(ckpt / SHARDS), no_dist=True)
+            dcp.load({"model": part}, checkpoint_id=str(ckpt / SHARDS), no_dist=True)
     except BaseException as e:  # torch's CheckpointException is a BaseException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         raise CheckpointError(f"checkpoint {ckpt}: {SHARDS} does not hold this config's model weights "
                               f"({type(e).__name__}); the checkpoint is corrupt") from None
-    model.load_state_dict(state["model"])
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out))
-    for f in ckpt.iterdir():  # the checkpoint's own config, generation config and tokenizer
-        if f.name not in NOT_COPIED and f.is_file():
-            shutil.copy2(f, out / f.name)
-    return out
+    return part
+
+
+def _as_saved(skeleton, part: dict) -> dict:
+    """transformers' renamings reverted, as `save_pretrained` does for a file read back from offload (the
+    identity for the dense models trained here)."""
+    from transformers.modeling_utils import revert_weight_conversion
+
+    return revert_weight_conversion(skeleton, part)
+
+
+def _save_file(part: dict, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({k: t.contiguous() for k, t in part.items()}, str(path), metadata={"format": "pt"})
+
+
+def _set_config_dtype(path: Path, dtype: str) -> None:
+    """config.json's `dtype` (and the older `torch_dtype`, where present) said what the files now hold."""
+    cfg = json.loads(path.read_text())
+    cfg["dtype"] = dtype
+    if "torch_dtype" in cfg:
+        cfg["torch_dtype"] = dtype
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
