@@ -36,8 +36,12 @@ sandbox-image: setup docker
 demo: sandbox-image
 	$(KLEAR) demo
 
+# Two test processes (pytest-xdist): most tests wait on Docker, a Prefect server or a subprocess, so two share
+# 2 cores well (34 -> 22 min); each has its own Prefect home and store (tests/conftest.py). TEST_WORKERS=0: one.
+TEST_WORKERS ?= 2
+
 test: sandbox-image vllm
-	$(PY) -m pytest --durations=30
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30
 
 bench: setup
 	$(PY) bench/curate.py

@@ -6,9 +6,10 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # one Prefect home for the session (never the user's): the klear subprocesses the tests start run an ephemeral
-# server on it, and only the first has to create and migrate its database (≈ 10 s a run otherwise). Tests run
-# one at a time and results are cached per store, so sharing it changes no outcome; the tests that need a
-# fresh home (the telemetry notice, two curations racing) still make their own.
+# server on it, and only the first has to create and migrate its database (≈ 10 s a run otherwise). Each test
+# process (`make test` runs two, pytest-xdist) imports this module, so each has its own home and store; in one
+# process tests run one at a time and results are cached per store, so sharing it changes no outcome; the
+# tests that need a fresh home (the telemetry notice, two curations racing) still make their own.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="klear-test-prefect-home-")
 # training on a file records its checkpoint in the default store: keep that out of the checkout
 os.environ.setdefault("KLEAR_STORE", tempfile.mkdtemp(prefix="klear-test-store-"))
@@ -32,3 +33,18 @@ def session_api(prefect_server) -> dict[str, str]:
     from prefect.settings import PREFECT_API_URL
 
     return {"PREFECT_API_URL": PREFECT_API_URL.value()}
+
+
+def pytest_collection_modifyitems(config, items):
+    """With several test processes (`make test`: pytest-xdist), the tests that declare a longer timeout than
+    the default start first, so no process is left running one long test alone at the end (the routed
+    deployment test alone is ≈ 5 min). Stable: every other test keeps its place."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    default = float(config.getini("timeout"))
+
+    def declared(item) -> float:
+        mark = item.get_closest_marker("timeout")
+        return float(mark.args[0]) if mark and mark.args else default
+
+    items.sort(key=lambda item: -declared(item))
