@@ -1,5 +1,5 @@
-"""`klear sft` and `klear rl` over several machines: the --nnodes/--node-rank/--rdzv-endpoint options, their
-check, and what a launcher that is not node 0 does with --out.
+"""`klear sft`, `klear rl` and `klear ablate` over several machines: the --nnodes/--node-rank/--rdzv-endpoint
+options, their check, and what a launcher that is not node 0 does with --out.
 
 The layout's rules (static rendezvous, node 0 holds global rank 0, the scheduler variables read when a
 flag is left out) are tasks/training/nodes.py's; what each node's launcher does with --out is
@@ -34,7 +34,6 @@ def check_nodes(nnodes: Optional[int], node_rank: Optional[int], rdzv_endpoint: 
 
 
 
-def other_node_done(nodes, out: str) -> None:
-    """The one line a launcher other than node 0's ends with: node 0's reports the run."""
-    console.print(f"{nodes.describe()}: its ranks finished; node 0 reports the run and records its checkpoint "
-                  f"({out})")
+def other_node_done(nodes, out: str, what: str = "the run and records its checkpoint") -> None:
+    """The one line a launcher other than node 0's ends with: node 0's reports the run (`what`)."""
+    console.print(f"{nodes.describe()}: its ranks finished; node 0 reports {what} ({out})")

@@ -116,16 +116,23 @@ def ablate(
                                             "(repeat: the arms, in order; instead of --vary/--losses)"),
     seeds: str = typer.Option("1,2", "--seeds", help="Comma-separated seeds; each arm runs once per seed"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for each run's torchrun; 1: in this process"),
+    nnodes: Optional[int] = NNodesOpt,
+    node_rank: Optional[int] = NodeRankOpt,
+    rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT of node 0's rendezvous "
+                                                "for the first run, the same on every node; run i uses PORT + i "
+                                                "(default: $MASTER_ADDR:$MASTER_PORT)"),
     store: Optional[str] = StoreOpt,
     **settings,
 ) -> None:
     """Compare RL settings on equal data and seeds: per arm, mean final held-out avg@k with its 95% interval
     and mean best avg@k. Runs are cached: a rerun trains nothing, an added seed trains only that seed."""
     from tasks.training.ablation import arm_config, arms, parse_value
+    from tasks.training.launch import rl_layout_problem
 
     model = resolve_model_flag("--model", model)
     check_data(data)
     check_nproc(nproc)
+    nodes = check_nodes(nnodes, node_rank, rdzv_endpoint)
     bench = benchmark.split("=", 1)[-1]
     check_benchmark(f"--benchmark {benchmark}", bench)
     try:
@@ -141,22 +148,33 @@ def ablate(
     check_backend(base.backend)
     axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
     arm_list = checked(lambda: [_parse_arm(a) for a in arm]) if arm else None
-    checked(lambda: [arm_config(base, a, s) for a in (arm_list or arms(axes)) for s in seed_list])
+    runs = checked(lambda: [arm_config(base, a, s) for a in (arm_list or arms(axes)) for s in seed_list])
+    for problem in dict.fromkeys(rl_layout_problem(nproc, c, nodes) for c in runs):  # each distinct one once
+        if problem:
+            raise UserError(problem)
+    if problem := nodes.runs_problem(len(runs)):
+        raise UserError(f"--rdzv-endpoint {nodes.rdzv_endpoint}: {problem}")
     check_model(model, max_tokens=base.max_tokens)
     check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
     if store is not None:
         store = store_root(store)
     check_prefect_api()
-    claim_out(out)
+    if nodes.is_main:  # the other nodes' launchers only run their ranks: node 0 holds --out
+        claim_out(out)
     quiet_prefect_defaults()
-    starting("ablate", f"{len(arm_list or arms(axes))} arms × {len(seed_list)} seeds into {out}")
+    where = f" as {nodes.describe()}" if nodes.multi else ""
+    starting("ablate", f"{len(arm_list or arms(axes))} arms × {len(seed_list)} seeds into {out}{where}")
     from flows.rl import ablate as ablate_flow
     from tasks.training.launch import RanksFailed
 
-    with quiet_children_after_interrupt() if nproc > 1 else nullcontext():  # torchrun's ranks: one line on Ctrl-C
+    torchrun = nproc > 1 or nodes.multi
+    with quiet_children_after_interrupt() if torchrun else nullcontext():  # torchrun's ranks: one line on Ctrl-C
         result = run_flow(ablate_flow, model=model, data=data, out=out, benchmark=bench, vary=axes, seeds=seed_list,
-                          config=base, store=store, nproc=nproc, arm_list=arm_list,
+                          config=base, store=store, nproc=nproc, arm_list=arm_list, nnodes=nodes.nnodes,
+                          node_rank=nodes.node_rank, rdzv_endpoint=nodes.rdzv_endpoint,
                           user_errors=(ValueError, RanksFailed))
+    if not nodes.is_main:
+        return other_node_done(nodes, out, "the ablation and records its checkpoints")
     print_ablation(result, base.eval_k, seed_list)
 
 

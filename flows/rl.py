@@ -63,7 +63,8 @@ def rl(model: str, data: str, out: str, config: Annotated[RLConfig, ConfigForm(R
 def ablate(model: str, data: str, out: str, benchmark: str,
            vary: dict[str, list] = {"loss": ["gppo", "grpo", "cispo"]}, seeds: list[int] = [1, 2],
            config: Annotated[RLConfig, ConfigForm(RLConfig)] = RLConfig(), store: str | None = None,
-           nproc: int = 1, arm_list: list[dict] | None = None) -> dict:
+           nproc: int = 1, arm_list: list[dict] | None = None, nnodes: int = 1, node_rank: int = 0,
+           rdzv_endpoint: str | None = None) -> dict:
     """Train one RL run per (arm, seed) from the same model and data — the arms are every combination of
     the `vary` values (tasks/training/ablation.py), or `arm_list` as given — evaluating held-out avg@k at
     step 0 and every `config.eval_every` steps; report per arm the held-out figures (step 0, final, best,
@@ -82,19 +83,28 @@ def ablate(model: str, data: str, out: str, benchmark: str,
         store: store whose catalog records the checkpoints and the ablation (default: the one `data` names)
         nproc: processes (GPUs) for torchrun per run; 1 trains in the flow's own process
         arm_list: the arms as given (each a dict of settings), instead of the combinations of `vary`
+        nnodes: machines each run spans (`nproc` processes on each); 1 trains on this one
+        node_rank: this machine's place, 0 to nnodes - 1; node 0 hosts the rendezvous, writes `out` and
+            reports the ablation, the others only run their ranks of each run, in the same order
+        rdzv_endpoint: HOST:PORT of node 0's rendezvous for the first run; run i uses PORT + i
     """
+    nodes = node_layout(nnodes, node_rank, rdzv_endpoint, environ={})  # parameters only: one line if wrong
     store = store or store_of(data) or resolve_store(None)
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
     chosen = arm_list if arm_list else arms(vary)
     plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in chosen for seed in seeds]  # all checked first
+    if problem := nodes.runs_problem(len(plan)):
+        raise ValueError(f"rdzv_endpoint {rdzv_endpoint}: {problem}")
+    if not nodes.is_main:
+        return follow_runs(model, data, out, plan, nproc, nodes)
     ablation = short_id("ab", hash_json({"model": recorded_checkpoint_id(model), "data": data_key(data),
                                          "benchmark": benchmark, "vary": vary if not arm_list else None,
                                          "arms": arm_list or None, "seeds": seeds, "config": asdict(cfg)}))
     runs, curves = [], {}
-    for arm, seed, run_cfg in plan:
+    for i, (arm, seed, run_cfg) in enumerate(plan):
         run_out = run_dir(out, model, data, run_cfg)
         named = rl_train_task.with_options(task_run_name=f"rl {label(arm)} seed {seed}")  # its artifacts too
-        res = finished_run(run_out) or named(model, data, str(run_out), run_cfg, True, store, nproc)
+        res = finished_run(run_out) or named(model, data, str(run_out), run_cfg, True, store, nproc, nodes.for_run(i))
         metrics = read_metrics(run_out)
         runs.append({"ablation": ablation, "arm": label(arm), "settings": arm, "loss": run_cfg.loss, "seed": seed,
                      **res, **run_figures(metrics), **training_figures(metrics)})
@@ -128,6 +138,19 @@ def ablate(model: str, data: str, out: str, benchmark: str,
 
 
 ABLATION_PANELS = ("eval_avg_at_k", "entropy", "grad_share_low", "grad_share_high")
+
+
+def follow_runs(model: str, data: str, out: str, plan: list, nproc: int, nodes) -> dict:
+    """A node other than 0 of an ablation: its ranks of each run of the plan, in node 0's order, skipping
+    the runs finished before (`out` is storage every node shares, so both nodes skip the same ones); node 0
+    registers, evaluates and reports."""
+    ran = 0
+    for i, (_, _, run_cfg) in enumerate(plan):
+        run_out = run_dir(out, model, data, run_cfg)
+        if not finished(run_out):
+            run_rl(model, data, str(run_out), run_cfg, True, nproc, nodes=nodes.for_run(i))
+            ran += 1
+    return {"out": out, "nnodes": nodes.nnodes, "node_rank": nodes.node_rank, "runs": len(plan), "trained": ran}
 
 
 def data_key(data: str) -> str:

@@ -2,6 +2,7 @@
 
     layout = node_layout(nnodes=2, node_rank=1, rdzv_endpoint="head:29400")   # ValueError naming the flag
     layout.torchrun_args(nproc=8)    # --nnodes=2 --node_rank=1 --rdzv_backend=static --rdzv_endpoint=head:29400 …
+    layout.for_run(3)                # an ablation's fourth run: its own rendezvous, head:29403
 
 Rules:
 - One node (the default): `torchrun --standalone`, exactly as before; --node-rank and --rdzv-endpoint
@@ -61,6 +62,26 @@ class NodeLayout:
 
     def describe(self) -> str:
         return f"node {self.node_rank} of {self.nnodes}" if self.multi else "one node"
+
+    def for_run(self, index: int) -> "NodeLayout":
+        """The layout of the `index`-th of several runs launched one after another (an ablation's arms):
+        the rendezvous port plus `index`. Each run has its own port, so a node that starts run i+1 while
+        node 0's launcher is still closing run i's rendezvous cannot join the wrong one; ports PORT …
+        PORT + runs − 1 must be free on node 0 (`runs_problem`)."""
+        if not self.multi:
+            return self
+        host, _, port = self.rdzv_endpoint.rpartition(":")
+        return NodeLayout(self.nnodes, self.node_rank, f"{host}:{int(port) + index}")
+
+    def runs_problem(self, runs: int) -> str | None:
+        """Why `runs` consecutive runs (`for_run`) do not fit above the endpoint's port, or None."""
+        if not self.multi:
+            return None
+        port = int(self.rdzv_endpoint.rpartition(":")[2])
+        if port + runs - 1 > 65535:
+            return (f"{runs} runs take ports {port} to {port + runs - 1} (one rendezvous each): the last is "
+                    "above 65535; choose a lower port")
+        return None
 
 
 def node_layout(nnodes: int | None = None, node_rank: int | None = None, rdzv_endpoint: str | None = None,

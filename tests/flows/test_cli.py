@@ -205,7 +205,7 @@ def test_a_bad_data_row_is_one_line_before_any_flow_and_a_bad_corpus_row_is_skip
     assert sft.stderr.strip().splitlines()[-1].startswith("klear: error: --data") and "row 2" in sft.stderr
 
 
-def _config_only_model_and_one_row(tmp_path):
+def config_only_model_and_one_row(tmp_path):
     """A model directory with an empty config.json and a one-row data file: enough for flag checks."""
     model = tmp_path / "m"
     model.mkdir()
@@ -222,7 +222,7 @@ def _config_only_model_and_one_row(tmp_path):
     ("steps", "--vary 'steps': expected FIELD=VALUE1,VALUE2"),
 ])
 def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
-    model, data = _config_only_model_and_one_row(tmp_path)
+    model, data = config_only_model_and_one_row(tmp_path)
     r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
              "--benchmark", str(data), "--vary", vary], tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
@@ -235,7 +235,7 @@ def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
     (["loss=ppo"], "loss (--loss) must be one of cispo, gppo, grpo (got 'ppo')"),
 ])
 def test_ablate_bad_arm_is_one_line(arms, msg, tmp_path):
-    model, data = _config_only_model_and_one_row(tmp_path)
+    model, data = config_only_model_and_one_row(tmp_path)
     flags = [x for a in arms for x in ("--arm", a)]
     r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
              "--benchmark", str(data), *flags], tmp_path)

@@ -63,3 +63,12 @@ def test_a_tensor_parallel_engine_stays_on_one_node_and_every_engine_gets_a_grou
     assert "fewer than the 4 vLLM engines" in rl_layout_problem(
         4, RLConfig(tensor_parallel=2, prompts_per_step=3), nodes)
     assert rl_layout_problem(4, RLConfig(tensor_parallel=2, prompts_per_step=4), nodes) is None
+
+
+def test_consecutive_runs_each_take_their_own_rendezvous_port():
+    node = node_layout(nnodes=2, node_rank=1, rdzv_endpoint="[fd00::1]:29400", environ={})
+    assert node.for_run(0) == node and node.for_run(3) == NodeLayout(2, 1, "[fd00::1]:29403")
+    assert NodeLayout().for_run(5) == NodeLayout() and NodeLayout().runs_problem(10**6) is None
+    assert node.runs_problem(36136) is None  # 29400 … 65535
+    assert "ports 29400 to 65536" in node.runs_problem(36137) and "\n" not in node.runs_problem(36137)
+

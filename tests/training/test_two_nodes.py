@@ -104,3 +104,27 @@ def test_rl_on_two_nodes_trains_the_weights_of_one_node_of_two(tiny, session_api
         pytest.approx([r[k] for r in one["metrics"] for k in keys], rel=1e-5)
     assert _same_weights(tmp_path / "one", tmp_path / "two") == 0.0
     assert _same_weights(Path(model), tmp_path / "two") > 0.0  # it trained
+
+
+def test_ablate_on_two_nodes_runs_each_arm_on_its_own_rendezvous_and_matches_one_node(tiny, session_api, tmp_path):
+    """Two arms one after another, each its own rendezvous (PORT, PORT + 1): node 1 joins them in node 0's
+    order, and every arm trains the weights it trains on one node of two processes."""
+    model, data = tiny
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(json.dumps({k: r[k] for k in ("problem", "answer")}) + "\n" for r in ROWS[:2]))
+    flags = ["ablate", "--model", model, "--data", data, "--benchmark", str(bench), "--losses", "gppo,grpo",
+             "--seeds", "3", "--eval-k", "1", *RL_FLAGS[:-2]]
+    one = subprocess.run([sys.executable, "-m", "flows.cli", *flags, "--out", str(tmp_path / "one"), "--nproc", "2"],
+                         cwd=ROOT, env={**os.environ, **session_api}, capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    node0, node1 = _two_nodes([*flags, "--out", str(tmp_path / "two")], session_api)
+    assert "loss=gppo" in node0 and "loss=grpo" in node0
+    assert "node 1 of 2: its ranks finished; node 0 reports the ablation" in node1 and "loss=gppo" not in node1
+    runs = sorted(p.name for p in (tmp_path / "one").glob("rl-*"))
+    assert len(runs) == 2 and runs == sorted(p.name for p in (tmp_path / "two").glob("rl-*"))
+    for run in runs:
+        assert json.loads((tmp_path / "two" / run / "rl_config.json").read_text())["world_size"] == 2
+        assert _same_weights(tmp_path / "one" / run, tmp_path / "two" / run) == 0.0, run
+        assert _same_weights(Path(model), tmp_path / "two" / run) > 0.0, run  # it trained
+    tables = [json.loads(next((tmp_path / d).glob("ab-*.json")).read_text())["table"] for d in ("one", "two")]
+    assert tables[0] == tables[1]
