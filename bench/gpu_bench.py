@@ -277,7 +277,7 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False) -> None:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     try:
-        train_sft(str(model_dir), str(data), str(work / "sft_out"), cfg, on_step=on_step)
+        train_sft(str(model_dir), str(data), str(work / f"{part}_out"), cfg, on_step=on_step)  # one run each
         stopped = False
     except _Done:
         stopped = True
