@@ -37,7 +37,8 @@ demo: sandbox-image
 	$(KLEAR) demo
 
 # Two test processes (pytest-xdist): most tests wait on Docker, a Prefect server or a subprocess, so two share
-# 2 cores well (34 -> 22 min); each has its own Prefect home and store (tests/conftest.py). TEST_WORKERS=0: one.
+# 2 cores well (docs/benchmarks.md); each has its own Prefect home and store (tests/conftest.py). TEST_WORKERS=0:
+# one at a time.
 TEST_WORKERS ?= 2
 
 test: sandbox-image vllm

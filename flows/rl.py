@@ -21,7 +21,7 @@ from tasks.training.ablation import (TRAINING_FIGURES, ablation_markdown, arm_co
                                      run_figures, summarize, training_figures)
 from tasks.training.metrics import read_metrics
 from tasks.training.launch import run_rl
-from tasks.training.nodes import node_layout
+from tasks.training.nodes import NodeLayout, node_layout
 from tasks.training.prefect_tasks import rl_train_task
 from tasks.training.rl import RLConfig
 
@@ -140,7 +140,7 @@ def ablate(model: str, data: str, out: str, benchmark: str,
 ABLATION_PANELS = ("eval_avg_at_k", "entropy", "grad_share_low", "grad_share_high")
 
 
-def follow_runs(model: str, data: str, out: str, plan: list, nproc: int, nodes) -> dict:
+def follow_runs(model: str, data: str, out: str, plan: list, nproc: int, nodes: NodeLayout) -> dict:
     """A node other than 0 of an ablation: its ranks of each run of the plan, in node 0's order, skipping
     the runs finished before (`out` is storage every node shares, so both nodes skip the same ones); node 0
     registers, evaluates and reports."""

@@ -4,10 +4,10 @@
 
 Streamed, one weight file at a time: the model's skeleton is built on the meta device from the
 checkpoint's own config (no memory, no random init), the names it saves are those `save_pretrained`
-saves (tied weights dropped, transformers' renamings reverted), split into files of at most `max_shard_size`
-by huggingface_hub's own rule, and each file's tensors alone are read from the DCP shards (any world size
-wrote them; never the optimizer's entries), cast when asked and written. Peak memory is one file's tensors
-(≤ HF_SHARD_SIZE), not the whole model: 8B in fp32 is 32 GB, a file 5 GB.
+saves (tied weights dropped, transformers' renamings reverted), split into files of at most
+`max_shard_size` by huggingface_hub's own rule, and each file's tensors alone are read from the DCP shards
+(any world size wrote them; never the optimizer's entries), cast as they are read when asked, and written.
+Peak memory is one file's tensors (≤ HF_SHARD_SIZE), not the whole model: 8B in fp32 is 32 GB, a file 5 GB.
 
 Files are written as `save_pretrained` writes them (safetensors with metadata format=pt, the sharded
 index with total_parameters), so the export of a run's last checkpoint is its final model file for file,
@@ -61,17 +61,15 @@ def export_checkpoint(ckpt: Path, out: Path, dtype: str | None = None,
     config = AutoConfig.from_pretrained(str(ckpt))
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    names = saved_names(skeleton)
     cast = getattr(torch, dtype) if dtype else None
-    sizes = {n: torch.empty(t.shape, dtype=cast or t.dtype, device="meta") for n, t in names.items()}
-    split = split_torch_state_dict_into_shards(sizes, filename_pattern="model{suffix}.safetensors",
+    names = {n: t.to(cast) if cast else t for n, t in saved_names(skeleton).items()}  # meta: shapes and dtypes
+    split = split_torch_state_dict_into_shards(names, filename_pattern="model{suffix}.safetensors",
                                                max_shard_size=max_shard_size)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     weight_map = {}
     for filename, keys in split.filename_to_tensors.items():
-        part = _read_weights(ckpt, {k: names[k] for k in keys})
-        part = _as_saved(skeleton, {k: (t.to(cast) if cast else t) for k, t in part.items()})
+        part = _as_saved(skeleton, _read_weights(ckpt, {k: names[k] for k in keys}))
         weight_map.update({k: filename for k in part})
         _save_file(part, out / filename)
         del part
@@ -96,7 +94,8 @@ def saved_names(skeleton) -> dict:
 
 def _read_weights(ckpt: Path, wanted: dict) -> dict:
     """The tensors `wanted` names (meta tensors giving shape and dtype) read from the checkpoint's DCP
-    shards into CPU memory: only their bytes are read."""
+    shards into CPU memory: only their bytes are read, each cast to its dtype as it is read (DCP copies
+    every stored piece into its destination), so a cast file never exists in fp32 as a whole."""
     import torch
     import torch.distributed.checkpoint as dcp
 

@@ -70,18 +70,22 @@ class NodeLayout:
         PORT + runs − 1 must be free on node 0 (`runs_problem`)."""
         if not self.multi:
             return self
-        host, _, port = self.rdzv_endpoint.rpartition(":")
-        return NodeLayout(self.nnodes, self.node_rank, f"{host}:{int(port) + index}")
+        host, port = self._host_port()
+        return NodeLayout(self.nnodes, self.node_rank, f"{host}:{port + index}")
 
     def runs_problem(self, runs: int) -> str | None:
         """Why `runs` consecutive runs (`for_run`) do not fit above the endpoint's port, or None."""
         if not self.multi:
             return None
-        port = int(self.rdzv_endpoint.rpartition(":")[2])
+        port = self._host_port()[1]
         if port + runs - 1 > 65535:
             return (f"{runs} runs take ports {port} to {port + runs - 1} (one rendezvous each): the last is "
                     "above 65535; choose a lower port")
         return None
+
+    def _host_port(self) -> tuple[str, int]:
+        host, _, port = self.rdzv_endpoint.rpartition(":")  # checked by node_layout: HOST:PORT
+        return host, int(port)
 
 
 def node_layout(nnodes: int | None = None, node_rank: int | None = None, rdzv_endpoint: str | None = None,
