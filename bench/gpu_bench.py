@@ -464,7 +464,12 @@ def _rollout_vllm(work: Path, smoke: bool) -> None:
 
 
 def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
-    """The engine train_rl uses with backend "hf": the fp32 policy itself (tasks.generation.hf_backend)."""
+    """The engine train_rl uses with backend "hf" (tasks.training.rl_engine.make_rollout_engine): on a GPU a
+    bf16 copy of the policy, a whole step's rows in one batch, fixed-shape decode steps replayed as CUDA
+    graphs (tasks/generation/static_decode.py). The same prompts and seed are then decoded with the dynamic
+    steps (growing cache, eviction, no graphs; the engine before static steps) in the same process, for the
+    ratio and the share of completions that came out the same (rounding of the longer masked attention sum
+    can flip a bf16 sample)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -485,23 +490,36 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
                                                                                    s["n"]), sharded=False, dtype=dtype)
     entry = "tasks.training.rl_engine.make_rollout_engine (hf)"
     warm = _prompts(tok, 2, s["prompt_words"], 1)
-    gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
     prompts = _prompts(tok, s["prompts"], s["prompt_words"], 2)
-    sync()
-    t1 = time.perf_counter()
-    comps = gen.generate(prompts, SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"], seed=2))
-    sync()
-    dt = time.perf_counter() - t1
+    params = SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"], seed=2)
+    runs = {}
+    for steps in ("static", "dynamic"):  # static: the engine's default on a GPU ("auto"); forced on CPU
+        gen.decode = steps
+        gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
+        sync()
+        t1 = time.perf_counter()
+        comps = gen.generate(prompts, params)
+        sync()
+        runs[steps] = (comps, time.perf_counter() - t1, gen.last_decode)
     t2 = time.perf_counter()
     gen.sync_weights(model)
     sync()
     sync_s = time.perf_counter() - t2
+    comps, dt, report = runs["static"]
+    d_comps, d_dt, _ = runs["dynamic"]
     seqs, toks, stopped = _count(comps)
+    same = sum(a.token_ids == b.token_ids for ca, cb in zip(comps, d_comps) for a, b in zip(ca, cb))
+    d_toks = _count(d_comps)[1]
     emit(work, "hf_rollout", "ok", entry=entry, note=f"instead of vLLM: {why}",
          precision="bf16 inference copy (as train_rl with a bf16 update)" if bf16 else "fp32: the policy itself",
+         decode_steps=report.steps, cuda_graphs=report.graphs_captured, graph_error=report.graph_error,
+         row_counts=list(report.row_counts),
          prompts=len(prompts), n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"],
          sequences=seqs, generated_tokens=toks, stopped_on_eos=stopped, seconds=round(dt, 3),
-         tokens_per_s=round(toks / dt, 1), weight_sync_s=round(sync_s, 4), **device_info())
+         tokens_per_s=round(toks / dt, 1), weight_sync_s=round(sync_s, 4),
+         dynamic_steps_tokens_per_s=round(d_toks / d_dt, 1), dynamic_steps_seconds=round(d_dt, 3),
+         speedup_vs_dynamic=round((toks / dt) / (d_toks / d_dt), 2),
+         same_completions_as_dynamic=f"{same}/{seqs}", **device_info())
 
 
 # ---- RL update ------------------------------------------------------------------------------------------

@@ -54,6 +54,13 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   one compaction copy serves several finished rows; until then a finished row runs along and its outputs
   are ignored (a group whose rows all ended may draw noise a few steps longer, from its own generator). The
   loop ends at the first look after every row has finished. Neither setting changes a completion.
+* Decode steps (`decode`). "dynamic": the steps above, each attending to the filled prefix of the cache,
+  finished rows dropped at `evict_frac`. "static" (tasks/generation/static_decode.py): every step has the
+  same shapes — the whole cache under a mask, rows shrinking only to power-of-two buckets — so on a GPU each
+  bucket's step is captured once as a CUDA graph and replayed (`cuda_graphs`), one launch instead of a few
+  hundred. "auto" (the default): static on a GPU when the model runs sdpa, dynamic elsewhere, so CPU
+  completions stay what they were. Both give the same samples by the rules above; a step's logits differ by
+  float rounding only. `last_decode` (a DecodeReport) says what the last batch ran.
 
 Fallback: transformers `generate` (the old path, `loop="hf"`; it seeds torch's global RNG, so with `seeds`
 it generates one prompt per call) for models the loop does not drive:
@@ -67,14 +74,17 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
+from tasks.generation.static_decode import MIN_BUCKET_ROWS, StaticSteps
 
 GQA_SDPA = "klear_sdpa_gqa"
 EOS_CHECK_EVERY_GPU = 8  # decode steps between the host's looks at which rows ended, on a GPU (module docstring)
+DECODE_MODES = ("auto", "dynamic", "static")  # the lean loop's steps; "auto": static on a GPU (module docstring)
 BATCH_SIZE = 128  # rows (prompts × n) per decode batch: a decode step's Python and kernel-launch overhead
 #   is shared by more rows (the demo SFT model on CPU: ×1.19 tokens per CPU-s against 64 rows, ×1.28 at 256;
 #   docs/benchmarks.md), while the logits of one step stay small (128 × 151,936 fp32 = 78 MB at Qwen's vocab)
@@ -202,11 +212,56 @@ def sample_tokens(logits: torch.Tensor, logp: torch.Tensor, temperature: float, 
     return pick
 
 
+@dataclass(frozen=True)
+class DecodeReport:
+    """What one batch of the lean loop ran: its decode steps ("dynamic", or "static": static_decode.py), the
+    batch's row count at each shape it ran (the first is prompts × n), how many CUDA graphs it captured, and
+    why a capture failed (None when none did)."""
+
+    steps: str
+    row_counts: tuple[int, ...]
+    graphs_captured: int
+    graph_error: str | None
+
+
+class _DynamicSteps:
+    """The decode steps over the growing cache (module docstring, "KV cache" and "Stopping and eviction"):
+    each step attends to the filled prefix only; finished rows are dropped once they are ≥ evict_frac of the
+    batch. Same interface as static_decode.StaticSteps."""
+
+    def __init__(self, model, cache, valid: torch.Tensor, pos: torch.Tensor, prompt_width: int, own_attn: bool,
+                 evict_frac: float):
+        self.model, self.cache, self.valid, self.pos = model, cache, valid, pos
+        self.L, self.own_attn, self.evict_frac = prompt_width, own_attn, evict_frac
+        self.captured, self.graph_error, self.row_counts = 0, None, [len(pos)]
+
+    def forward(self, tokens: torch.Tensor, t: int) -> torch.Tensor:
+        self.valid[:, self.L + t] = True
+        k = self.L + t + 1
+        m = self.valid[:, None, None, :k] if self.own_attn else self.valid[:, :k].long()
+        logits = self.model(input_ids=tokens[:, None], attention_mask=m, position_ids=self.pos,
+                            past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        self.pos = self.pos + 1
+        return logits
+
+    def keep(self, done: torch.Tensor, n_done: int) -> torch.Tensor | None:
+        if n_done < max(1, self.evict_frac * done.numel()):
+            return None
+        keep = (~done).nonzero()[:, 0]
+        self.cache.batch_select_indices(keep)
+        self.valid, self.pos = self.valid[keep], self.pos[keep]
+        self.row_counts.append(len(keep))
+        return keep
+
+
 class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = BATCH_SIZE, loop: str = "auto", evict_frac: float = 0.125,
-                 eos_check_every: int | None = None):
+                 eos_check_every: int | None = None, decode: str = "auto", cuda_graphs: bool = True,
+                 min_bucket_rows: int = MIN_BUCKET_ROWS):
         if loop not in ("auto", "lean", "hf"):
             raise ValueError(f"loop must be auto, lean or hf, not {loop!r}")
+        if decode not in DECODE_MODES:
+            raise ValueError(f"decode must be one of {', '.join(DECODE_MODES)}, not {decode!r}")
         self.model, self.tok, self.batch_size = model, tokenizer, batch_size
         # prompts are left-padded per call (padding_side="left" below), never by changing the tokenizer:
         # callers share it (the RL trainer saves it with every checkpoint, training pads on the right)
@@ -220,6 +275,8 @@ class HFGenerator:
         if eos_check_every < 1:
             raise ValueError(f"eos_check_every must be ≥ 1, not {eos_check_every}")
         self.eos_check_every = eos_check_every
+        self.decode, self.cuda_graphs, self.min_bucket_rows = decode, cuda_graphs, min_bucket_rows
+        self.last_decode: DecodeReport | None = None  # what the lean loop's last batch ran
         self.context_length = getattr(model.config, "max_position_embeddings", None)
         self._threads = None  # on CPU: torch threads follow the CPUs others leave free (tasks/cpu_threads.py)
 
@@ -308,6 +365,7 @@ class HFGenerator:
         eos = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=dev)
         cfg = model.config
         own_attn = cfg._attn_implementation in ("sdpa", GQA_SDPA)
+        static = self._static_steps(dev, own_attn)
         if own_attn:
             _register()
         saved_attn = cfg._attn_implementation
@@ -322,6 +380,7 @@ class HFGenerator:
             mask = mask[:, None]  # (P, 1, L, L); the diagonal keeps padded queries finite
         else:
             mask = attn.long()
+        steps = None
         try:
             if own_attn:
                 cfg._attn_implementation = GQA_SDPA
@@ -332,6 +391,11 @@ class HFGenerator:
                 cache.batch_select_indices(share)
                 logits = logits[share]
             valid, pos = valid[share], pos[share, -1:] + 1
+            if static:
+                steps = StaticSteps(model, [(layer.kbuf, layer.vbuf) for layer in cache.layers], valid, pos, L,
+                                    graphs=self.cuda_graphs, min_rows=self.min_bucket_rows)
+            else:
+                steps = _DynamicSteps(model, cache, valid, pos, L, own_attn, self.evict_frac)
 
             rows = torch.arange(B, device=dev)               # global row of each live batch row
             done = torch.zeros(B, dtype=torch.bool, device=dev)
@@ -365,19 +429,17 @@ class HFGenerator:
                     n_done = int(done.sum())
                     if n_done == done.numel():
                         break
-                    if n_done >= max(1, self.evict_frac * done.numel()):
-                        keep = (~done).nonzero()[:, 0]
-                        cache.batch_select_indices(keep)
-                        rows, nxt, done, valid, pos = rows[keep], nxt[keep], done[keep], valid[keep], pos[keep]
+                    keep = steps.keep(done, n_done)
+                    if keep is not None:
+                        rows, nxt, done = rows[keep], nxt[keep], done[keep]
                 if t == T - 1:
                     break
-                valid[:, L + t] = True
-                m = valid[:, None, None, :L + t + 1] if own_attn else valid[:, :L + t + 1].long()
-                logits = model(input_ids=nxt[:, None], attention_mask=m, position_ids=pos, past_key_values=cache,
-                               use_cache=True, logits_to_keep=1).logits[:, -1]
-                pos = pos + 1
+                logits = steps.forward(nxt, t)
         finally:
             cfg._attn_implementation = saved_attn
+            if steps is not None:
+                self.last_decode = DecodeReport("static" if static else "dynamic", tuple(steps.row_counts),
+                                                steps.captured, steps.graph_error)
         comps = []
         for row, row_lp, k, stop in zip(toks.tolist(), lps.tolist(), length.tolist(), stopped.tolist()):
             ids_ = row[:k]
@@ -385,6 +447,15 @@ class HFGenerator:
             comps.append(Completion(self.tok.decode(text_ids, skip_special_tokens=False), ids_, row_lp[:k],
                                     "stop" if stop else "length"))
         return [comps[i * n:(i + 1) * n] for i in range(P)]
+
+    def _static_steps(self, dev: torch.device, own_attn: bool) -> bool:
+        """Whether this call's decode steps are fixed-shape (static_decode.py): decode="static", or "auto" on
+        a GPU. They need the attention that takes a 4-D boolean mask (sdpa); "auto" falls back to the
+        dynamic steps for other attention implementations, "static" refuses them."""
+        if self.decode == "static" and not own_attn:
+            raise ValueError(f"decode='static' needs sdpa attention; this model runs "
+                             f"{self.model.config._attn_implementation!r}")
+        return self.decode == "static" or (self.decode == "auto" and dev.type == "cuda" and own_attn)
 
     def _new_cache(self, cap: int):
         from transformers.cache_utils import DynamicCache
