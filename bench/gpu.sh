@@ -41,7 +41,9 @@
 #                    gpu_memory_utilization 0.5 as in RL): 32 prompts × n=8, temperature 1.0, top_p 1,
 #                    max_tokens 1024 → generated tokens/s; then sync_weights(fp32 policy on the GPU) × 3 after
 #                    one warm-up push → seconds per in-place weight sync. Without an importable vLLM it
-#                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout)
+#                    reports vllm_* as skipped and times train_rl's backend-"hf" engine instead (hf_rollout:
+#                    16 prompts × 8, ≤ 512 tokens; its fixed-shape decode steps replayed as CUDA graphs, then
+#                    the same call with the dynamic steps for the ratio, and graphs vs eager on a short call)
 #   rl fp32  (80 s)  tasks.training.rl_update.update_policy, GPPO, 16 prompts × 8 rollouts (prompt 128, response
 #                    384-1024 tokens, mixed rewards), 2 mini-batches, packed micro-batches of ≤ 16,384 tokens,
 #                    gradient checkpointing and fused AdamW as train_rl on a GPU: 1 warm-up + 2 timed updates

@@ -501,6 +501,14 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
         comps = gen.generate(prompts, params)
         sync()
         runs[steps] = (comps, time.perf_counter() - t1, gen.last_decode)
+    # graph replay against the same static steps run eagerly: a short call, the same tokens expected
+    short = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=min(64, s["max_tokens"]), seed=4)
+    gen.decode = "static"
+    replayed = gen.generate(prompts[:4], short)
+    gen.cuda_graphs = False
+    eager = gen.generate(prompts[:4], short)
+    gen.cuda_graphs = True
+    graphs_equal_eager = [c.token_ids for cs in replayed for c in cs] == [c.token_ids for cs in eager for c in cs]
     t2 = time.perf_counter()
     gen.sync_weights(model)
     sync()
@@ -519,7 +527,8 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
          tokens_per_s=round(toks / dt, 1), weight_sync_s=round(sync_s, 4),
          dynamic_steps_tokens_per_s=round(d_toks / d_dt, 1), dynamic_steps_seconds=round(d_dt, 3),
          speedup_vs_dynamic=round((toks / dt) / (d_toks / d_dt), 2),
-         same_completions_as_dynamic=f"{same}/{seqs}", **device_info())
+         same_completions_as_dynamic=f"{same}/{seqs}", graphs_equal_eager_steps=graphs_equal_eager,
+         **device_info())
 
 
 # ---- RL update ------------------------------------------------------------------------------------------
