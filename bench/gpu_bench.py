@@ -492,15 +492,27 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     warm = _prompts(tok, 2, s["prompt_words"], 1)
     prompts = _prompts(tok, s["prompts"], s["prompt_words"], 2)
     params = SamplingParams(n=s["n"], temperature=1.0, top_p=1.0, max_tokens=s["max_tokens"], seed=2)
-    runs = {}
+    runs, peaks = {}, {}
     for steps in ("static", "dynamic"):  # static: the engine's default on a GPU ("auto"); forced on CPU
         gen.decode = steps
         gen.generate(warm, SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=8, seed=1))
         sync()
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
         t1 = time.perf_counter()
         comps = gen.generate(prompts, params)
         sync()
         runs[steps] = (comps, time.perf_counter() - t1, gen.last_decode)
+        if torch.cuda.is_available():
+            peaks[steps] = round((torch.cuda.max_memory_allocated() - before) / 2**30, 3)
+    # the decode memory the engine plans for this call (tasks/generation/decode_memory.py) beside the peak
+    from tasks.generation.decode_memory import model_bytes_per_row
+
+    longest = max(len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts)
+    elem = next(gen.model.parameters()).element_size()
+    planned = round(len(prompts) * s["n"] * model_bytes_per_row(gen.model.config, longest, s["max_tokens"], s["n"],
+                                                                 elem) / 2**30, 3)
     # graph replay against the same static steps run eagerly: a short call, the same tokens expected
     short = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=min(64, s["max_tokens"]), seed=4)
     gen.decode = "static"
@@ -528,6 +540,9 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
          dynamic_steps_tokens_per_s=round(d_toks / d_dt, 1), dynamic_steps_seconds=round(d_dt, 3),
          speedup_vs_dynamic=round((toks / dt) / (d_toks / d_dt), 2),
          same_completions_as_dynamic=f"{same}/{seqs}", graphs_equal_eager_steps=graphs_equal_eager,
+         decode_planned_gib=planned, decode_peak_gib=peaks.get("static"), dynamic_decode_peak_gib=peaks.get("dynamic"),
+         peak_over_planned=round(peaks["static"] / planned, 3) if peaks else None,
+         memory_budget_gib=round(gen.memory_budget_bytes / 2**30, 2) if gen.memory_budget_bytes else None,
          **device_info())
 
 

@@ -8,7 +8,9 @@ at temperature 1 without top-p, whatever the sampling settings.
 The loop, piece by piece (each rule is what makes it both exact and cheap):
 
 * Batching. Prompts go in batches of `prompts_per_batch(batch_size, n)` = max(1, batch_size // n) prompts
-  (n completions each), in order: prompts [0, b), [b, 2b), …
+  (n completions each), in order: prompts [0, b), [b, 2b), …; with `memory_budget_bytes` (a GPU's rollout
+  engine), no more than the budget holds (tasks/generation/decode_memory.py), sized for the call's
+  longest prompt, so the same call on the same kind of GPU is batched the same way.
 * Seeding. Without `seeds`, each batch gets its own torch.Generator, seeded from one per-call generator
   seeded with `params.seed`, and all its rows draw from it: a call is a pure function of (model, prompts,
   params, batch_size). With `seeds` (one per prompt, base.py), each prompt gets a torch.Generator seeded
@@ -80,6 +82,7 @@ from typing import Callable, Sequence
 import torch
 
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
+from tasks.generation.decode_memory import model_bytes_per_row, prompts_that_fit
 from tasks.generation.static_decode import MIN_BUCKET_ROWS, StaticSteps
 
 GQA_SDPA = "klear_sdpa_gqa"
@@ -257,7 +260,7 @@ class _DynamicSteps:
 class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = BATCH_SIZE, loop: str = "auto", evict_frac: float = 0.125,
                  eos_check_every: int | None = None, decode: str = "auto", cuda_graphs: bool = True,
-                 min_bucket_rows: int = MIN_BUCKET_ROWS):
+                 min_bucket_rows: int = MIN_BUCKET_ROWS, memory_budget_bytes: int | None = None):
         if loop not in ("auto", "lean", "hf"):
             raise ValueError(f"loop must be auto, lean or hf, not {loop!r}")
         if decode not in DECODE_MODES:
@@ -277,6 +280,7 @@ class HFGenerator:
         self.eos_check_every = eos_check_every
         self.decode, self.cuda_graphs, self.min_bucket_rows = decode, cuda_graphs, min_bucket_rows
         self.last_decode: DecodeReport | None = None  # what the lean loop's last batch ran
+        self.memory_budget_bytes = memory_budget_bytes  # None: batches of batch_size rows (decode_memory.py)
         self.context_length = getattr(model.config, "max_position_embeddings", None)
         self._threads = None  # on CPU: torch threads follow the CPUs others leave free (tasks/cpu_threads.py)
 
@@ -308,7 +312,7 @@ class HFGenerator:
         `seeds`: one per prompt (module rule, "Seeding")."""
         check_seeds(seeds, prompts)
         out: list[list[Completion]] = []
-        per_batch = prompts_per_batch(self.batch_size, params.n)
+        per_batch = min(prompts_per_batch(self.batch_size, params.n), self._prompts_in_budget(prompts, params))
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         for start in range(0, len(prompts), per_batch):
             self._govern_threads()
@@ -331,6 +335,17 @@ class HFGenerator:
             if on_batch is not None:
                 on_batch(start, comps)
         return out
+
+    def _prompts_in_budget(self, prompts: Sequence[str], p: SamplingParams) -> int:
+        """Prompts per batch that `memory_budget_bytes` allows (decode_memory.py), sized for the call's longest
+        prompt; unbounded without a budget. Every prompt's length is checked first (PromptTooLong)."""
+        if self.memory_budget_bytes is None or not self.lean or not prompts:
+            return prompts_per_batch(self.batch_size, p.n)
+        widths = [len(ids) for ids in self.tok(list(prompts), add_special_tokens=False)["input_ids"]]
+        check_prompt_lengths(widths, self.context_length, p.max_tokens)
+        elem = next(self.model.parameters()).element_size()
+        per_row = model_bytes_per_row(self.model.config, max(widths), p.max_tokens, p.n, elem)
+        return prompts_that_fit(self.memory_budget_bytes, per_row, p.n, p.max_tokens)
 
     def close(self) -> None:
         """Drop the model reference (its weights go when nothing else holds them) and cached GPU memory;

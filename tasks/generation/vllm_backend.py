@@ -91,6 +91,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from tasks.generation.base import Completion, SamplingParams, check_prompt_lengths, check_seeds, stop_ids
+from tasks.generation.decode_memory import ENGINE_GPU_SHARE
 
 SLEEP_TAGS = ("weights", "kv_cache")  # vLLM's sleep-mode memory pools, in the order they wake
 
@@ -155,7 +156,7 @@ def keep_default_process_group(keep: bool) -> Iterator[None]:
 
 
 class VLLMGenerator:
-    def __init__(self, model_dir: str, *, gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
+    def __init__(self, model_dir: str, *, gpu_memory_utilization: float = ENGINE_GPU_SHARE, max_model_len: int | None = None,
                  enforce_eager: bool | None = None, seed: int = 0, sleep_mode: bool = False, **engine_kw: Any):
         from transformers import AutoTokenizer
 

@@ -20,8 +20,8 @@ Rules:
 - what train_rl will run comes from `cfg`, whatever `hw` says: the strategy is cfg.strategy, tp is
   cfg.tensor_parallel, and a vLLM
   engine is planned unless cfg.backend is "hf" ("auto" picks vLLM on a GPU with vLLM installed, the machine
-  a plan is for); with "hf" the policy generates (plan.py: an unsharded copy per rank under fsdp; the
-  generation cache is not planned). `hw` gives the rest: GPUs, their memory, checkpointing, the engine's
+  a plan is for); with "hf" the policy generates (plan.py: a copy per rank under fsdp or a bf16 update, and
+  the decode batch within the engine's share of the GPU). `hw` gives the rest: GPUs, their memory, checkpointing, the engine's
   share, sleeping.
 """
 from __future__ import annotations

@@ -48,16 +48,28 @@ The peak is the largest of the step's phases:
                            largest, V·h), pushed while the KV cache still sleeps (vllm_backend.py)
 
 A sleeping engine (vLLM sleep level 2) keeps nothing: no GPU memory and no host copy.
-Without an engine (`engine` False: the policy generates with transformers) an fsdp run over several ranks
-adds an unsharded copy of the policy per rank, in bf16 (2P; 4P without bf16) (a sharded module cannot
-generate different prompts on different ranks); the generation's own KV cache is not planned.
+Without an engine (`engine` False: the policy generates with transformers, tasks/training/rl_engine.py):
+
+    rollout copy           an fsdp run over several ranks keeps an unsharded copy of the policy per rank (a
+                           sharded module cannot generate different prompts on different ranks), and a bf16
+                           update a bf16 copy to generate from: half·P (2P in bf16; 4P for fsdp in fp32); a
+                           trainer part, it stays through the update
+    decode batch           the rank's ⌈prompts_per_step / N⌉ · n rollouts, or as many whole prompts as the
+                           engine's share (gpu_memory_utilization · GPU − the copy) holds, at the bytes per row
+                           of tasks/generation/decode_memory.py (prompt + max_tokens of KV cache, a step's
+                           buffers over the vocabulary, the prefill's share)
+    generation             the trainer's resident state (12P/N or 12P) + the copy + the decode batch
 
 The plan refuses (one line, the largest term named, then the changes that would lower the peak) when the
-peak passes the GPU's memory, or when the KV cache cannot hold one full-length sequence (prompt + max_tokens).
+peak passes the GPU's memory, or when the KV cache cannot hold one full-length sequence (prompt + max_tokens),
+or (transformers engine) when its share cannot hold one prompt's n rows — the engine refuses that too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tasks.generation.decode_memory import (ENGINE_GPU_SHARE, decode_bytes_per_row, engine_memory_budget,
+                                            prompts_that_fit)
 
 GIB = 1 << 30
 
@@ -67,6 +79,10 @@ SHAPES: dict[str, dict] = {
                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
                  "tie_word_embeddings": False, "model_type": "qwen3",
                  "max_position_embeddings": 40960},  # the published Qwen3-8B context (its config.json)
+    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+                     "tie_word_embeddings": True, "model_type": "qwen2",
+                     "max_position_embeddings": 32768},  # bench/gpu.sh's model shape (Qwen2.5-0.5B's config.json)
 }
 
 
@@ -132,7 +148,7 @@ class Hardware:
     engine: bool = True                   # a colocated vLLM engine per rank / tp group
     engine_sleeps: bool = True            # the engine frees its memory during the update
     tp: int = 1                           # tensor-parallel ranks per engine
-    gpu_memory_utilization: float = 0.5   # the engine's share of the GPU while it runs
+    gpu_memory_utilization: float = ENGINE_GPU_SHARE  # the engine's share of the GPU while it runs
     bf16: bool = True                     # the update's forwards in bf16 (autocast; fsdp's bf16 policy)
 
 
@@ -172,6 +188,7 @@ class Plan:
     title: str = ""                       # the run in one line (parameters, GPUs, strategy, engine, micro-batch)
     engine: bool = True                   # a separate rollout engine is planned (else the policy generates)
     generation_gib: float = 0.0           # the trainer's resident state + the engine, while it generates
+    rank_rollouts: int = 0                # rollouts one rank generates per step
 
     def render(self) -> str:
         rows = [self.title] if self.title else []
@@ -184,8 +201,11 @@ class Plan:
                      f"  KV cache {self.kv_cache_gib:.2f} GiB per GPU; an engine holds {self.concurrent_sequences} "
                      f"full-length sequences at once"]
         else:
-            rows += [f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
-                     "  rollouts: the policy itself generates (no separate engine planned)"]
+            rows += [f"  {'decode batch (KV cache + buffers)':<34} {self.kv_cache_gib:10.2f} GiB",
+                     f"  {'generation (trainer state + engine)':<34} {self.generation_gib:10.2f} GiB",
+                     f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
+                     f"  rollouts: the policy generates (transformers), {self.concurrent_sequences} of a rank's "
+                     f"{self.rank_rollouts} rollouts at once"]
         rows.append(f"  tokens per step (upper bound): {self.tokens_per_step:,}")
         verdict = f"refused: {self.refusal}" if self.refusal else "fits"
         return "\n".join(rows + [verdict])
@@ -216,8 +236,9 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     head_copy = 0 if sharded and hw.bf16 else 2 * shape.vocab * shape.hidden
     lines += [(f"activations ({'bf16' if hw.bf16 else 'fp32'})", activations),
               ("log-prob chunk (fp32)", 8 * chunk * shape.vocab + head_copy)]
-    if not hw.engine and sharded:
-        lines.append((f"rollout copy of the policy ({'bf16' if hw.bf16 else 'fp32'})", half * p))
+    copy = half * p if not hw.engine and (sharded or hw.bf16) else 0
+    if copy:
+        lines.append((f"rollout copy of the policy ({'bf16' if hw.bf16 else 'fp32'})", copy))
     lines = [(what, b / GIB) for what, b in lines]
     trainer = sum(g for _, g in lines)
     resident = 12 * p / share / GIB  # master weights + Adam moments: what stays through generation
@@ -230,8 +251,27 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     peak = max(trainer, generation, sync) if hw.engine_sleeps else trainer + engine
     seq_kv = shape.kv_bytes_per_token_per_gpu(hw.tp) * work.sequence_tokens  # one sequence, one GPU's share
     concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
+    rank_rows = -(-work.prompts_per_step // hw.nproc) * work.rollouts_per_prompt  # rows one rank generates
+    decode_refusal = None
+    if not hw.engine:  # the transformers engine: its decode batches within its share (decode_memory.py)
+        per_row = decode_bytes_per_row(layers=shape.layers, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
+                                       hidden=shape.hidden, intermediate=shape.intermediate, vocab=shape.vocab,
+                                       prompt_width=work.prompt_tokens, max_tokens=work.max_tokens,
+                                       n=work.rollouts_per_prompt, elem_bytes=half)
+        budget = engine_memory_budget(int(gpu * GIB), copy, hw.gpu_memory_utilization)
+        try:
+            fit = prompts_that_fit(budget, per_row, work.rollouts_per_prompt, work.max_tokens)
+        except ValueError as e:
+            fit, decode_refusal = 1, str(e)
+        concurrent = min(rank_rows, fit * work.rollouts_per_prompt)
+        kv_cache = concurrent * per_row / GIB
+        engine = copy / GIB + kv_cache
+        generation = resident + engine
+        peak = max(trainer, generation)
     refusal = None
-    if peak > gpu:
+    if decode_refusal:
+        refusal = decode_refusal
+    elif peak > gpu:
         awake = [("engine", engine)] if hw.engine and (not hw.engine_sleeps or generation >= trainer) else []
         biggest = max(lines + awake, key=lambda x: x[1])  # a sleeping engine is not part of the trainer peak
         refusal = (f"needs {peak:.1f} GiB per GPU, more than {gpu:g} GiB (largest: {biggest[0]} "
@@ -241,7 +281,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
                    f"{work.sequence_tokens}-token sequence ({seq_kv / GIB:.1f} GiB per GPU); raise "
                    f"gpu_memory_utilization or tp")
     return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
-                concurrent_sequences=concurrent,
+                concurrent_sequences=concurrent, rank_rollouts=rank_rows,
                 tokens_per_step=work.prompts_per_step * work.rollouts_per_prompt * work.sequence_tokens,
                 refusal=refusal, title=_title(shape, work, hw), engine=hw.engine, generation_gib=generation)
 

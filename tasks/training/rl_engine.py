@@ -5,6 +5,9 @@ backend (RLConfig.backend, resolved by tasks/generation/engine.py `resolve_backe
 - "hf" with a bf16 update (the GPU default): a bf16 inference copy of the policy generates — half the
   weights' memory traffic per decode step, and the precision the update's forwards run in — refreshed in
   place after each update (every parameter copied into it, cast to bf16).
+- "hf" on a GPU: a step's rows decode together as far as the engine's share of the GPU holds them
+  (`hf_memory_budget`, tasks/generation/decode_memory.py), in fixed-shape steps replayed as CUDA graphs
+  (tasks/generation/static_decode.py).
 - "hf", FSDP: the policy is sharded, and every forward of a sharded module is a collective, while ranks
   generate different prompts for different lengths. Each rank that generates holds an unsharded copy in the
   update's forward precision: bf16 with a bf16 update (the GPU default), fp32 without one (the CPU default,
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tasks.generation.decode_memory import engine_memory_budget
 from tasks.generation.hf_backend import HFGenerator
 from tasks.generation.vllm_backend import VLLMGenerator
 from tasks.training.distributed import full_parameters
@@ -61,10 +65,23 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
     if sharded and not generates:
         return _GatherOnlyEngine()
     if any(p.is_meta for p in model.parameters()):  # a skeleton to shard (model_loading): an empty copy,
-        return _PolicyCopyEngine(empty_copy(model, dtype, device), tok, batch_size=batch_size)  # filled by sync
-    if sharded or dtype != model.dtype:
-        return _PolicyCopyEngine(copy.deepcopy(model).to(dtype).eval(), tok, batch_size=batch_size)
-    return _PolicyEngine(model, tok, batch_size=batch_size)
+        own = empty_copy(model, dtype, device)          # filled by the first sync
+    elif sharded or dtype != model.dtype:
+        own = copy.deepcopy(model).to(dtype).eval()
+    else:
+        return _PolicyEngine(model, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(model, 0))
+    copy_bytes = sum(p.numel() * p.element_size() for p in own.parameters())
+    return _PolicyCopyEngine(own, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(own, copy_bytes))
+
+
+def hf_memory_budget(engine_model, copy_bytes: int) -> int | None:
+    """The transformers engine's decode budget on its GPU (tasks/generation/decode_memory.py: the engine's share
+    of the GPU less its own copy's `copy_bytes`); None off a GPU (CPU batches keep their row count, so CPU
+    samples do not move)."""
+    dev = next(engine_model.parameters()).device
+    if dev.type != "cuda":
+        return None
+    return engine_memory_budget(torch.cuda.get_device_properties(dev).total_memory, copy_bytes)
 
 
 def generates_here(rank: int, world: int, tensor_parallel: int, prompts_per_step: int) -> bool:

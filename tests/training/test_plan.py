@@ -128,12 +128,51 @@ def test_a_refusal_suggests_only_changes_that_lower_the_peak():
     assert fsdp.endswith("try more GPUs, an engine that sleeps during the update or shorter responses")
 
 
-def test_without_an_engine_fsdp_ranks_keep_an_unsharded_copy_to_generate_with():
+def test_without_an_engine_a_rank_keeps_a_copy_to_generate_with_when_sharded_or_bf16():
+    """fsdp ranks keep an unsharded copy (a sharded module cannot generate alone), a bf16 update a bf16 copy
+    (rl_engine.make_rollout_engine); only fp32 replicas generate with the policy itself."""
     hw = Hardware(nproc=8, strategy="fsdp", engine=False)
     lines = dict(plan_rl(QWEN3_8B, PAPER, hw).lines)
     assert lines["rollout copy of the policy (bf16)"] == pytest.approx(2 * QWEN3_8B.params / GIB)
     fp32 = dict(plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, strategy="fsdp", engine=False, bf16=False)).lines)
     assert fp32["rollout copy of the policy (fp32)"] == pytest.approx(4 * QWEN3_8B.params / GIB)
     assert fp32["fsdp gathered blocks (fp32)"] == pytest.approx(2 * lines["fsdp gathered blocks (bf16)"])
-    ddp = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, engine=False))   # replicas generate with the policy itself
-    assert not any(w.startswith("rollout copy") for w in dict(ddp.lines))
+    ddp = dict(plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, engine=False)).lines)  # bf16: a copy too
+    assert ddp["rollout copy of the policy (bf16)"] == pytest.approx(2 * QWEN3_8B.params / GIB)
+    ddp_fp32 = plan_rl(QWEN3_8B, PAPER, Hardware(nproc=8, engine=False, bf16=False))
+    assert not any(w.startswith("rollout copy") for w in dict(ddp_fp32.lines))
+
+
+# The transformers engine's decode batch for Qwen2.5-0.5B (24 layers, 2 KV heads of 64, hidden 896, MLP 4864,
+# V = 151,936), 16 prompts × 8 of 128 + 1,024 tokens, bf16 copy, by hand (decode_memory.py):
+#   KV per row 2·24·2·64·1,152·2 = 14,155,776; + 1/8 of it 1,769,472; step buffers 151,936·22 = 3,342,592;
+#   records 12·1,024 = 12,288; prefill (128·(4·896 + 3·4,864)·2 + 128²) / 8 = (4,653,056 + 16,384) / 8 = 583,680
+#   → 19,863,808 bytes a row; 128 rows 2,542,567,424 B = 2.3679 GiB, all at once on an 80 GiB GPU
+QWEN25_05B = Shape.from_hf_config(SHAPES["qwen2.5-0.5b"])
+BENCH = Workload(prompts_per_step=16, rollouts_per_prompt=8, micro_batch_tokens=16384, prompt_tokens=128,
+                 max_tokens=1024)
+
+
+def test_the_transformers_engines_decode_batch_is_planned():
+    plan = plan_rl(QWEN25_05B, BENCH, Hardware(nproc=1, engine=False))
+    assert plan.concurrent_sequences == 128 and plan.rank_rollouts == 128
+    assert plan.kv_cache_gib == pytest.approx(128 * 19_863_808 / GIB)
+    copy = 2 * QWEN25_05B.params / GIB
+    assert plan.engine_gib == pytest.approx(copy + plan.kv_cache_gib)
+    assert plan.generation_gib == pytest.approx(12 * QWEN25_05B.params / GIB + plan.engine_gib)
+    assert plan.peak_gib == pytest.approx(max(plan.trainer_gib, plan.generation_gib))
+    assert "128 of a rank's 128 rollouts at once" in plan.render()
+
+
+def test_the_decode_batch_is_cut_to_whole_prompts_in_the_engines_share():
+    """A 4 GiB GPU: its share 2 GiB less the 0.92 GiB bf16 copy holds 7 prompts' rows of this workload at
+    once (56 of 128); a share that cannot hold one prompt's rows is refused, as the engine refuses it."""
+    small = plan_rl(QWEN25_05B, BENCH, Hardware(gpu_memory_gib=4.0, nproc=1, engine=False))
+    budget = int(0.5 * 4 * GIB) - 2 * QWEN25_05B.params
+    assert small.concurrent_sequences == 8 * (budget // (8 * 19_863_808)) == 56
+    long = Workload(prompts_per_step=16, rollouts_per_prompt=8, micro_batch_tokens=16384, prompt_tokens=128,
+                    max_tokens=131072)
+    refused = plan_rl(QWEN25_05B, long, Hardware(gpu_memory_gib=4.0, nproc=1, engine=False)).refusal
+    assert refused.startswith("the transformers engine's memory budget (1.08 GiB) cannot hold one prompt's 8 rows")
+
+

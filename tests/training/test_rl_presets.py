@@ -82,7 +82,8 @@ def test_a_model_directory_is_planned_from_its_config_json_alone(config_only_mod
     assert title.startswith(f"{config_only_model} (hf rollouts)")
     # the context (1024) minus max_tokens (256) caps the default prompt; the micro-batch keeps its budget
     assert "micro-batch ≤ 16,384 tokens packed; rollouts of ≤ 1,024 tokens (prompt 768 + response 256)" in title
-    assert "the policy itself generates" in plan.render() and plan.engine_gib == 0
+    assert "the policy generates (transformers), 128 of a rank's 128 rollouts at once" in plan.render()
+    assert plan.engine_gib == pytest.approx(2 * shape.params / GIB + plan.kv_cache_gib)  # bf16 copy + decode
 
 
 def test_the_datas_longest_prompt_and_a_full_mini_batch_bound_the_workload(config_only_model):
