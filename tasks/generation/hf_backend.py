@@ -59,10 +59,10 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
 * Decode steps (`decode`). "dynamic": the steps above, each attending to the filled prefix of the cache,
   finished rows dropped at `evict_frac`. "static" (tasks/generation/static_decode.py): every step has the
   same shapes — the whole cache under a mask, rows shrinking only to power-of-two buckets — so on a GPU each
-  bucket's step is captured once as a CUDA graph and replayed (`cuda_graphs`), one launch instead of a few
-  hundred. "auto" (the default): static on a GPU when the model runs sdpa, dynamic elsewhere, so CPU
-  completions stay what they were. Both give the same samples by the rules above; a step's logits differ by
-  float rounding only. `last_decode` (a DecodeReport) says what the last batch ran.
+  bucket's step is captured once as a CUDA graph and replayed (`cuda_graphs`), one launch instead of
+  hundreds (bench/decode_ops.py). "auto" (the default): static on a GPU when the model runs sdpa, dynamic
+  elsewhere, so CPU completions stay what they were. Both give the same samples by the rules above; a
+  step's logits differ by float rounding only. `last_decode` (a DecodeReport) says what the last batch ran.
 
 Fallback: transformers `generate` (the old path, `loop="hf"`; it seeds torch's global RNG, so with `seeds`
 it generates one prompt per call) for models the loop does not drive:

@@ -1,11 +1,12 @@
 """Fixed-shape decode steps for the transformers engine, replayed as CUDA graphs on a GPU.
 
-A decode step of a small model is bound by kernel launches, not by the GPU: one token per row means a few
-hundred small kernels per step (≈ 15 per decoder layer) plus transformers' Python around them, while the
-matrix products themselves take a fraction of a millisecond. A CUDA graph records a step's kernels once and
-replays them with one launch; it requires that every replay reads and writes the same memory with the same
-shapes. The dynamic loop (hf_backend.py) breaks both: its mask and cache views grow by one position every
-step and its batch shrinks as rows end. Here each step has the same shapes:
+A decode step of a small model is bound by kernel launches, not by the GPU: one token per row means tens
+of small operators per decoder layer, hundreds per step (bench/decode_ops.py counts them), each a kernel
+launch behind transformers' Python, while the matrix products themselves take a fraction of a millisecond.
+A CUDA graph records a step's kernels once and replays them with one launch; it requires that every
+replay reads and writes the same memory with the same shapes. The dynamic loop (hf_backend.py) breaks both:
+its mask and cache views grow by one position every step and its batch shrinks as rows end. Here each step
+has the same shapes:
 
 * KV cache. The prefill's preallocated (rows, kv_heads, cap, head_dim) buffers (cap = prompt width L +
   max_tokens), used whole. A step writes its key and value at position `at` (a one-element device tensor the

@@ -156,8 +156,9 @@ def keep_default_process_group(keep: bool) -> Iterator[None]:
 
 
 class VLLMGenerator:
-    def __init__(self, model_dir: str, *, gpu_memory_utilization: float = ENGINE_GPU_SHARE, max_model_len: int | None = None,
-                 enforce_eager: bool | None = None, seed: int = 0, sleep_mode: bool = False, **engine_kw: Any):
+    def __init__(self, model_dir: str, *, gpu_memory_utilization: float = ENGINE_GPU_SHARE,
+                 max_model_len: int | None = None, enforce_eager: bool | None = None, seed: int = 0,
+                 sleep_mode: bool = False, **engine_kw: Any):
         from transformers import AutoTokenizer
 
         self.model_dir = str(model_dir)
