@@ -517,9 +517,9 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
     short = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=min(64, s["max_tokens"]), seed=4)
     gen.decode = "static"
     replayed = gen.generate(prompts[:4], short)
-    gen.cuda_graphs = False
+    graphs_on, gen.cuda_graphs = gen.cuda_graphs, False  # off for good after a failed capture (hf_backend)
     eager = gen.generate(prompts[:4], short)
-    gen.cuda_graphs = True
+    gen.cuda_graphs = graphs_on
     graphs_equal_eager = [c.token_ids for cs in replayed for c in cs] == [c.token_ids for cs in eager for c in cs]
     t2 = time.perf_counter()
     gen.sync_weights(model)

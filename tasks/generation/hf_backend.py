@@ -455,6 +455,8 @@ class HFGenerator:
             if steps is not None:
                 self.last_decode = DecodeReport("static" if static else "dynamic", tuple(steps.row_counts),
                                                 steps.captured, steps.graph_error)
+                if steps.graph_error:  # not retried (static_decode.py, "Graphs")
+                    self.cuda_graphs = False
         comps = []
         for row, row_lp, k, stop in zip(toks.tolist(), lps.tolist(), length.tolist(), stopped.tolist()):
             ids_ = row[:k]

@@ -27,10 +27,14 @@ has the same shapes:
   that sdpa's `enable_gqa` makes under a mask (its math kernel repeats them), every layer, every step.
 * Graphs. On a CUDA device each bucket's step is captured the first time it runs (one warm-up forward on a
   side stream, then torch.cuda.CUDAGraph capture, as torch's documentation prescribes) and replayed after
-  that; inputs go in by in-place copies into the captured buffers. Parameters are read where they live, so
-  a policy updated in place between calls needs nothing new (graphs live for one call). Elsewhere (CPU), or
-  when a capture fails (an operation that cannot be captured; the reason is logged once and kept in
-  `StaticSteps.graph_error`), the same step runs eagerly: the same buffers, the same results.
+  that; inputs go in by in-place copies into the captured buffers. A call's graphs share one memory pool
+  (captured largest bucket first and replayed in that order, the order torch allows for a shared pool).
+  Parameters are read where they live, so a policy updated in place between calls needs nothing new (graphs
+  live for one call; each capture synchronises the device and empties torch's cache of free blocks, as
+  torch.cuda.graph does). Elsewhere (CPU), for a model whose forward cannot be captured (`graph_safe`), or
+  when a capture fails, the same step runs eagerly: the same buffers, the same results. A failure is logged
+  with its first error, kept in `StaticSteps.graph_error`, and turns graphs off for the generator's life
+  (hf_backend.py): a failed capture can leave torch's graph memory pool unreleased, so it is not retried.
 
 Sampling stays outside the step (hf_backend.py draws the noise from per-group generators), so the samples
 are the dynamic loop's: which rows run together changes speed and float rounding, never the rule.
@@ -47,6 +51,17 @@ MIN_BUCKET_ROWS = 8  # the smallest batch a call shrinks to: below it a step's l
 #                      fewer rows, and each new bucket costs a capture (a warm-up forward and the capture)
 
 log = logging.getLogger(__name__)
+
+
+def graph_safe(config) -> bool:
+    """Whether the model's forward can be captured: no rotary embedding whose frequencies the forward
+    recomputes from the sequence length it sees (transformers' "dynamic" and "longrope" rope types branch on
+    a tensor's value, a host sync that would break the capture)."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if not isinstance(rope, dict):
+        return True
+    kinds = [v for v in rope.values() if isinstance(v, dict)] or [rope]  # per layer type, or one for all
+    return not any(k.get("rope_type", k.get("type")) in ("dynamic", "longrope") for k in kinds)
 
 
 def bucket_rows(live: int, min_rows: int = MIN_BUCKET_ROWS) -> int:
@@ -126,7 +141,8 @@ class StaticSteps:
         self.ids = torch.zeros(self.rows, 1, dtype=torch.long, device=dev)
         self.at = torch.zeros(1, dtype=torch.long, device=dev)
         self.filled = [prompt_width]                           # host-side count of written positions
-        self.graphs = graphs and dev.type == "cuda"
+        self.graphs = graphs and dev.type == "cuda" and graph_safe(model.config)
+        self.pool = None                                       # one memory pool for the call's graphs
         self.graph_error: str | None = None
         self.captured = 0                                      # graphs captured by this call
         self.row_counts = [self.rows]                          # the batch's row count at each shape it ran
@@ -151,23 +167,36 @@ class StaticSteps:
 
     def _capture(self, b: int, cache):
         """A CUDA graph of the b-row step (its warm-up writes this step's keys and values, which the replay
-        writes again), or None when the capture fails (then the step runs eagerly from here on)."""
+        writes again), or None when the capture fails (module docstring, "Graphs")."""
+        dev = self.ids.device
+        current = torch.cuda.current_stream(dev)
         try:
-            side = torch.cuda.Stream(device=self.ids.device)
-            side.wait_stream(torch.cuda.current_stream(self.ids.device))
-            with torch.cuda.stream(side):
-                self._run(b, cache)
-            torch.cuda.current_stream(self.ids.device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                out = self._run(b, cache)
+            with torch.cuda.device(dev):  # the capture stream and pool belong to the model's device
+                side = torch.cuda.Stream(device=dev)
+                side.wait_stream(current)
+                try:
+                    with torch.cuda.stream(side):
+                        self._run(b, cache)
+                finally:
+                    current.wait_stream(side)
+                if self.pool is None:
+                    self.pool = torch.cuda.graph_pool_handle()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
+                    out = self._run(b, cache)
             self.captured += 1
             return graph, out
         except Exception as e:  # noqa: BLE001 — any capture failure: eager steps, reason kept and logged
+            torch.cuda.set_stream(current)  # a failed capture_end leaves the capture stream current
+            cause = e.__context__ if e.__context__ is not None else e  # the first error, not the follow-up
             self.graphs = False
-            self.graph_error = f"{type(e).__name__}: {e}".splitlines()[0]
+            self.graph_error = f"{type(cause).__name__}: {cause}".splitlines()[0]
             log.warning("CUDA graph capture failed, decode steps run eagerly: %s", self.graph_error)
             return None
+
+    def _replay(self, graph) -> None:
+        with torch.cuda.device(self.ids.device):
+            graph.replay()
 
     def forward(self, tokens: torch.Tensor, t: int) -> torch.Tensor:
         b = len(tokens)
@@ -180,7 +209,7 @@ class StaticSteps:
             self._steps[b] = (graph, out, cache)
         graph, out, cache = self._steps[b]
         if graph is not None:
-            graph.replay()
+            self._replay(graph)
             logits = out
         else:
             logits = self._run(b, cache)

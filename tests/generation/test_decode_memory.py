@@ -13,11 +13,16 @@ GIB = 1 << 30
 def test_bytes_of_a_row_by_hand():
     # Qwen2.5-0.5B, prompt 128 + 1,024 tokens, 8 rows a prompt, bf16 (tests/training/test_plan.py has the sum)
     kv = 2 * 24 * 2 * 64 * 1152 * 2
-    prefill = (128 * (4 * 896 + 3 * 4864) * 2 + 128 * 128) // 8
-    expected = kv + kv // 8 + 151936 * 22 + 12 * 1024 + prefill
-    assert expected == 19_863_808
-    assert decode_bytes_per_row(layers=24, kv_heads=2, head_dim=64, hidden=896, intermediate=4864, vocab=151936,
-                                prompt_width=128, max_tokens=1024, n=8, elem_bytes=2) == expected
+    decode = kv + kv // (8 * 24) + 151936 * (2 * 2 + 32) + 12 * 1024
+    prefill = (kv + 128 * (4 * 896 + 3 * 4864) * 2 + 128 * 128 * (1 + 4 * 14)) // 8
+    assert decode == 19_711_488 and prefill == 2_467_840
+    assert decode_bytes_per_row(layers=24, heads=14, kv_heads=2, head_dim=64, hidden=896, intermediate=4864,
+                                vocab=151936, prompt_width=128, max_tokens=1024, n=8, elem_bytes=2) == decode
+    # a long prompt, one row, short answer: the prefill phase is the larger
+    long = dict(layers=24, heads=14, kv_heads=2, head_dim=64, hidden=896, intermediate=4864, vocab=151936,
+                prompt_width=8192, max_tokens=16, n=1, elem_bytes=2)
+    kv = 2 * 24 * 2 * 64 * 8208 * 2
+    assert decode_bytes_per_row(**long) == kv + 8192 * (4 * 896 + 3 * 4864) * 2 + 8192 ** 2 * 57
 
 
 def test_budget_and_whole_prompts():

@@ -6,7 +6,7 @@ import torch
 
 from tasks.generation.base import SamplingParams, chat_prompt
 from tasks.generation.hf_backend import HFGenerator
-from tasks.generation.static_decode import StaticSteps, bucket_rows, sdpa_one_query
+from tasks.generation.static_decode import StaticSteps, bucket_rows, graph_safe, sdpa_one_query
 
 pytestmark = pytest.mark.slow  # samples a real (tiny) model
 
@@ -108,6 +108,34 @@ def test_decode_mode_rules(trained, tmp_path):
         assert auto.last_decode.steps == "dynamic"
     finally:
         model.config._attn_implementation = saved
+
+
+def test_which_models_may_be_captured():
+    """A rotary embedding that recomputes its frequencies from the length it sees branches on a tensor's value
+    (a host sync): such models decode eagerly; fixed rope types are captured."""
+    from transformers import Qwen2Config
+
+    assert graph_safe(Qwen2Config())
+    assert graph_safe(Qwen2Config(rope_parameters={"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}))
+    assert not graph_safe(Qwen2Config(rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}))
+    assert not graph_safe(type("C", (), {"rope_parameters": {"full_attention": {"rope_type": "longrope"}}})())
+
+
+def test_a_failed_capture_turns_graphs_off_for_the_generator(trained, monkeypatch):
+    """A failed capture may leave torch's graph pool unreleased: the generator does not try again, and its
+    report keeps the reason."""
+    model, tok = trained
+    init = StaticSteps.__init__
+
+    def failing(self, *a, **kw):
+        init(self, *a, **kw)
+        self.graph_error = "RuntimeError: operation not permitted when stream is capturing"
+
+    monkeypatch.setattr(StaticSteps, "__init__", failing)
+    g = HFGenerator(model, tok, decode="static")
+    g.generate(prompts(tok)[:1], SamplingParams(n=2, max_tokens=4))
+    assert g.last_decode.graph_error.startswith("RuntimeError: operation not permitted")
+    assert g.cuda_graphs is False
 
 
 @pytest.mark.gpu

@@ -143,11 +143,11 @@ def test_without_an_engine_a_rank_keeps_a_copy_to_generate_with_when_sharded_or_
     assert not any(w.startswith("rollout copy") for w in dict(ddp_fp32.lines))
 
 
-# The transformers engine's decode batch for Qwen2.5-0.5B (24 layers, 2 KV heads of 64, hidden 896, MLP 4864,
-# V = 151,936), 16 prompts × 8 of 128 + 1,024 tokens, bf16 copy, by hand (decode_memory.py):
-#   KV per row 2·24·2·64·1,152·2 = 14,155,776; + 1/8 of it 1,769,472; step buffers 151,936·22 = 3,342,592;
-#   records 12·1,024 = 12,288; prefill (128·(4·896 + 3·4,864)·2 + 128²) / 8 = (4,653,056 + 16,384) / 8 = 583,680
-#   → 19,863,808 bytes a row; 128 rows 2,542,567,424 B = 2.3679 GiB, all at once on an 80 GiB GPU
+# The transformers engine's decode batch for Qwen2.5-0.5B (24 layers, 14 heads, 2 KV heads of 64, hidden 896,
+# MLP 4864, V = 151,936), 16 prompts × 8 of 128 + 1,024 tokens, bf16 copy, by hand (decode_memory.py):
+#   decode phase: KV 2·24·2·64·1,152·2 = 14,155,776 + KV/(8·24) 73,728 + step buffers 151,936·36 = 5,469,696
+#   + records 12·1,024 = 12,288 → 19,711,488 bytes a row (the prefill phase, 2,467,840, is smaller);
+#   128 rows 2,523,070,464 B = 2.3498 GiB, all at once on an 80 GiB GPU
 QWEN25_05B = Shape.from_hf_config(SHAPES["qwen2.5-0.5b"])
 BENCH = Workload(prompts_per_step=16, rollouts_per_prompt=8, micro_batch_tokens=16384, prompt_tokens=128,
                  max_tokens=1024)
@@ -156,7 +156,7 @@ BENCH = Workload(prompts_per_step=16, rollouts_per_prompt=8, micro_batch_tokens=
 def test_the_transformers_engines_decode_batch_is_planned():
     plan = plan_rl(QWEN25_05B, BENCH, Hardware(nproc=1, engine=False))
     assert plan.concurrent_sequences == 128 and plan.rank_rollouts == 128
-    assert plan.kv_cache_gib == pytest.approx(128 * 19_863_808 / GIB)
+    assert plan.kv_cache_gib == pytest.approx(128 * 19_711_488 / GIB)
     copy = 2 * QWEN25_05B.params / GIB
     assert plan.engine_gib == pytest.approx(copy + plan.kv_cache_gib)
     assert plan.generation_gib == pytest.approx(12 * QWEN25_05B.params / GIB + plan.engine_gib)
@@ -169,7 +169,7 @@ def test_the_decode_batch_is_cut_to_whole_prompts_in_the_engines_share():
     once (56 of 128); a share that cannot hold one prompt's rows is refused, as the engine refuses it."""
     small = plan_rl(QWEN25_05B, BENCH, Hardware(gpu_memory_gib=4.0, nproc=1, engine=False))
     budget = int(0.5 * 4 * GIB) - 2 * QWEN25_05B.params
-    assert small.concurrent_sequences == 8 * (budget // (8 * 19_863_808)) == 56
+    assert small.concurrent_sequences == 8 * (budget // (8 * 19_711_488)) == 56
     long = Workload(prompts_per_step=16, rollouts_per_prompt=8, micro_batch_tokens=16384, prompt_tokens=128,
                     max_tokens=131072)
     refused = plan_rl(QWEN25_05B, long, Hardware(gpu_memory_gib=4.0, nproc=1, engine=False)).refusal
