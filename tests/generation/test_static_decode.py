@@ -141,8 +141,9 @@ def test_a_failed_capture_turns_graphs_off_for_the_generator(trained, monkeypatc
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_graph_replay_equals_eager_steps(trained):
-    """On a GPU: the captured steps (one graph per bucket) give the eager static steps' tokens, and log-probs
-    equal within bf16-free fp32 rounding; and the dynamic steps' tokens."""
+    """On a GPU (fp32 model): the captured steps (one graph per bucket) give the eager static steps' tokens and
+    log-probs (within 1e-5: a kernel library may pick another algorithm under capture), and the dynamic
+    steps' tokens."""
     model, tok = trained
     model = model.to("cuda")
     try:
@@ -155,7 +156,7 @@ def test_cuda_graph_replay_equals_eager_steps(trained):
         eager = HFGenerator(model, tok, decode="static", cuda_graphs=False, min_bucket_rows=1)
         b = eager.generate(ps, sp)
         assert eager.last_decode.graphs_captured == 0
-        assert flat(a) == flat(b) and max_logprob_gap(a, b) == 0.0
+        assert flat(a) == flat(b) and max_logprob_gap(a, b) < 1e-5
         c = HFGenerator(model, tok, decode="dynamic").generate(ps, sp)
         assert [t for t, _ in flat(c)] == [t for t, _ in flat(a)]
     finally:
