@@ -255,7 +255,8 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     decode_refusal = None
     if not hw.engine:  # the transformers engine: its decode batches within its share (decode_memory.py)
         per_row = decode_bytes_per_row(layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads,
-                                       head_dim=shape.head_dim, hidden=shape.hidden, intermediate=shape.intermediate, vocab=shape.vocab,
+                                       head_dim=shape.head_dim, hidden=shape.hidden,
+                                       intermediate=shape.intermediate, vocab=shape.vocab,
                                        prompt_width=work.prompt_tokens, max_tokens=work.max_tokens,
                                        n=work.rollouts_per_prompt, elem_bytes=half)
         budget = engine_memory_budget(int(gpu * GIB), copy, hw.gpu_memory_utilization)

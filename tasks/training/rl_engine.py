@@ -69,18 +69,18 @@ def make_rollout_engine(model, tok, model_dir: str, backend: str, batch_size: in
     elif sharded or dtype != model.dtype:
         own = copy.deepcopy(model).to(dtype).eval()
     else:
-        return _PolicyEngine(model, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(model, 0))
-    copy_bytes = sum(p.numel() * p.element_size() for p in own.parameters())
-    return _PolicyCopyEngine(own, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(own, copy_bytes))
+        return _PolicyEngine(model, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(model, False))
+    return _PolicyCopyEngine(own, tok, batch_size=batch_size, memory_budget_bytes=hf_memory_budget(own, True))
 
 
-def hf_memory_budget(engine_model, copy_bytes: int) -> int | None:
+def hf_memory_budget(engine_model, own_copy: bool) -> int | None:
     """The transformers engine's decode budget on its GPU (tasks/generation/decode_memory.py: the engine's share
-    of the GPU less its own copy's `copy_bytes`); None off a GPU (CPU batches keep their row count, so CPU
-    samples do not move)."""
+    of the GPU less the weights of `engine_model` when it is the engine's own copy, not the policy itself);
+    None off a GPU (CPU batches keep their row count, so CPU samples do not move)."""
     dev = next(engine_model.parameters()).device
     if dev.type != "cuda":
         return None
+    copy_bytes = sum(p.numel() * p.element_size() for p in engine_model.parameters()) if own_copy else 0
     return engine_memory_budget(torch.cuda.get_device_properties(dev).total_memory, copy_bytes)
 
 
