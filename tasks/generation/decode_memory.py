@@ -53,7 +53,8 @@ def model_bytes_per_row(config, prompt_width: int, max_tokens: int, n: int, elem
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     return decode_bytes_per_row(layers=config.num_hidden_layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                                 hidden=config.hidden_size, intermediate=config.intermediate_size,
-                                vocab=config.vocab_size, prompt_width=prompt_width, max_tokens=max_tokens, n=n, elem_bytes=elem_bytes)
+                                vocab=config.vocab_size, prompt_width=prompt_width, max_tokens=max_tokens, n=n,
+                                elem_bytes=elem_bytes)
 
 
 def engine_memory_budget(gpu_bytes: int, copy_bytes: int, share: float = ENGINE_GPU_SHARE) -> int:
