@@ -97,8 +97,9 @@ def emit(work: Path, part: str, status: str = "ok", **fields) -> dict:
 
 def device_info() -> dict:
     import torch
+    import transformers
 
-    info = {"torch": torch.__version__, "cuda": torch.cuda.is_available()}
+    info = {"torch": torch.__version__, "transformers": transformers.__version__, "cuda": torch.cuda.is_available()}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
     else:

@@ -3,6 +3,8 @@ CPU without CUDA graphs: the same completions as the dynamic steps while rows sh
 unwritten cache positions, the mode rules; and, on a GPU, graph replay against eager steps."""
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from tasks.generation.base import SamplingParams, chat_prompt
 from tasks.generation.hf_backend import HFGenerator
@@ -89,6 +91,52 @@ def test_unwritten_cache_positions_are_never_read(trained, monkeypatch):
     out = HFGenerator(model, tok, decode="static", min_bucket_rows=1).generate(ps, sp)
     assert flat(out) == flat(clean)
     assert all(x == x for cs in out for c in cs for x in c.logprobs)  # no NaN
+
+
+# Operators a CUDA graph cannot hold: each reads a device value on the host (a sync, refused while
+# capturing), sizes its output by the data, or copies fresh host data to the device.
+NOT_CAPTURABLE = {"aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.item.default",
+                  "aten.nonzero.default", "aten.masked_select.default", "aten.lift_fresh.default",
+                  "aten._unique2.default", "aten.unique_consecutive.default", "aten.repeat_interleave.Tensor"}
+
+
+class _OpLog(TorchDispatchMode):
+    """Every aten operator a forward dispatches, with its non-tensor arguments (tensors as shape and dtype)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        shown = tree_map(lambda x: (tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x, (args, kwargs))
+        self.ops.append((str(func), repr(shown)))
+        return func(*args, **kwargs)
+
+
+def test_a_decode_step_is_capturable(trained, monkeypatch):
+    """What a CUDA graph needs of the step, checked on CPU: a replay re-runs the kernels of its capture with
+    the arguments the host gave them then, so every step of a bucket must dispatch the same operators with
+    the same shapes and the same host values (a position computed on the host, e.g. from the cache's length,
+    would be frozen at capture), and none may read the device from the host or size its output by the data.
+    The step at t = 0 and at t = 2 of one bucket are compared operator by operator."""
+    model, tok = trained
+    logs = []
+    run = StaticSteps._run
+
+    def logged(self, b, cache):
+        with _OpLog() as log:
+            out = run(self, b, cache)
+        logs.append((b, log.ops))
+        return out
+
+    monkeypatch.setattr(StaticSteps, "_run", logged)
+    g = HFGenerator(model, tok, decode="static")
+    g.generate(prompts(tok)[:2], SamplingParams(n=4, temperature=1.0, max_tokens=4, seed=1))
+    assert [b for b, _ in logs] == [8, 8, 8]
+    first, third = logs[0][1], logs[2][1]
+    assert len(first) > 50 and {op for op, _ in first} & NOT_CAPTURABLE == set()
+    assert first == third
 
 
 def test_decode_mode_rules(trained, tmp_path):
