@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 import re
+import types
 import typing
 from collections import deque
 from contextvars import ContextVar
@@ -141,18 +142,20 @@ UNKNOWN_KEY = ("unexpected_keyword_argument", "extra_forbidden")  # pydantic's e
 
 
 def validation_detail(error, root: Any = None) -> str:
-    """The first error of a pydantic ValidationError: a key that is no setting (config_checks.STRICT_KEYS),
-    named with its path and, when `root` (the validated type) has one close to it, the setting meant; a
+    """One error of a pydantic ValidationError, as one line: a key that is no setting (config_checks.STRICT_KEYS),
+    named with its path (`setting_path`) and, when `root` (the validated type) has one close to it, the setting meant; a
     config's own ConfigError (raised as the config was made, naming its field and flag) under the path of the
     config it sits in; else pydantic's message."""
     from tasks.config_checks import ConfigError
 
     errors = error.errors()
-    first = next((e for e in errors if e["type"] in UNKNOWN_KEY), errors[0])
-    path = ".".join(str(p) for p in first.get("loc", ()) if not isinstance(p, int))
+    # an unknown key first; else the error that got deepest: of a union's branches (`sources.NAME` as a PATH
+    # string or a {path, layout, …} mapping), the one the value was written for
+    first = next((e for e in errors if e["type"] in UNKNOWN_KEY), None) or max(errors, key=lambda e: len(e["loc"]))
+    keys, parent = setting_path(root, first.get("loc", ()))
+    path = ".".join(keys)
     if first["type"] in UNKNOWN_KEY:
-        keys = [str(p) for p in first.get("loc", ()) if not isinstance(p, int)]
-        near = difflib.get_close_matches(keys[-1], _settings_at(root, keys[:-1]), n=1) if keys else []
+        near = difflib.get_close_matches(keys[-1], _fields(parent), n=1) if keys else []
         return f"{path}: unknown setting" + (f" (did you mean {near[0]}?)" if near else "")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigError):
@@ -171,12 +174,52 @@ def _root_config(root: Any) -> type | None:
     return found[0] if found else None
 
 
-def _settings_at(root: Any, keys: list[str]) -> list[str]:
-    """The field names of the config reached from type `root` through fields `keys` ([] when none is)."""
-    cls = _root_config(root)
-    for key in keys:
-        cls = _root_config(typing.get_type_hints(cls).get(key)) if cls is not None else None
-    return [f.name for f in dataclasses.fields(cls)] if cls is not None else []
+def setting_path(root: Any, loc: tuple) -> tuple[list[str], type | None]:
+    """A pydantic error location as the user wrote the setting, and the config holding its last key.
+
+    The location is walked along the types from `root`: a config's field names its field; a mapping's
+    key (a source's NAME in `sources`) stays, as the user's own word; the member name pydantic inserts
+    for a union's branch (`PipelineSource` in `sources.mymath.PipelineSource.layuot`) is no word of the
+    user's and is dropped; list indices are dropped. Where the types end (an unknown key's own value), the
+    rest is kept as given."""
+    keys: list[str] = []
+    tp, parent = root, None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        tp = _unannotated(tp)
+        if tp is not None and typing.get_origin(tp) in (list, tuple, set):
+            tp = (typing.get_args(tp) or (None,))[0]
+            tp = _unannotated(tp)
+        branches = _branches(tp)
+        if branches and part in branches:  # the union member pydantic tried
+            tp = branches[part]
+            continue
+        if branches:  # `X | None`: pydantic names no member
+            tp = (_dataclasses_in(tp) or [None])[0]
+        keys.append(str(part))
+        if tp is not None and dataclasses.is_dataclass(tp):
+            parent, tp = tp, typing.get_type_hints(tp).get(str(part))
+        elif tp is not None and typing.get_origin(tp) is dict:
+            parent, tp = None, typing.get_args(tp)[1]
+        else:
+            parent, tp = None, None
+    return keys, parent
+
+
+def _unannotated(tp: Any) -> Any:
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
+
+
+def _branches(tp: Any) -> dict[str, Any]:
+    """A union's members by the name pydantic gives each in an error location ({} for no union)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return {}
+    return {getattr(a, "__name__", str(a)): a for a in typing.get_args(tp) if a is not type(None)}
+
+
+def _fields(cls: type | None) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)] if cls is not None and dataclasses.is_dataclass(cls) else []
 
 
 def _failed(exc: BaseException):

@@ -58,18 +58,19 @@ class Selection:
 
 
     def knobs(self) -> str:
-        """The settings that would keep what was left out, for the reasons that left problems out (the
-        CLI's flags; a deployment sets the same names under `selection`)."""
+        """The settings that would keep what was left out, for the reasons that left problems out: each as
+        its RLConfig name (the same under `rl:` in a pipeline config, or in a deployment's parameters) with
+        `klear rl`'s flag beside it, so the advice holds wherever RL was started."""
         ways = []
         for d, c in self.as_dict().items():
             if c.get("below_window"):
-                ways.append(f"a lower --selection-{d}-min")
+                ways.append(f"a lower selection.{d}_min (--selection-{d}-min)")
             if c.get("above_window"):
-                ways.append(f"a higher --selection-{d}-max")
+                ways.append(f"a higher selection.{d}_max (--selection-{d}-max)")
         if any(c.get("untagged_excluded") for c in self.counts.values()):
-            ways.append("--selection-untagged keep")
+            ways.append("selection.untagged keep (--selection-untagged keep)")
         if any(c.get("other_domain") for c in self.counts.values()):
-            ways.append("--domains naming the data's domains")
+            ways.append("domains naming the data's domains (--domains)")
         if any(c.get("not_rewardable") for c in self.counts.values()):
             ways.append("data with answers (math) or tests (code)")
         return ", ".join(ways)

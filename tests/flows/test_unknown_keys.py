@@ -50,6 +50,13 @@ def test_every_config_a_flow_takes_refuses_a_key_that_is_no_setting():
     ({"sft": {"max_step": 4}}, "sft.max_step: unknown setting (did you mean max_steps?)"),
     ({"sft": {"max_steps": 4}, "colour": "blue"}, "colour: unknown setting"),
     ({"rl": {"selection": {"math_minimum": 0.2}}}, "rl.selection.math_minimum: unknown setting (did you mean math_min?)"),
+    # a source's own block: its NAME kept, the union branch pydantic tried (PipelineSource) not shown
+    ({"demo": False, "sources": {"mymath": {"path": "m.jsonl", "layuot": "numina"}}},
+     "sources.mymath.layuot: unknown setting (did you mean layout?)"),
+    ({"demo": False, "sources": {"str": {"pth": "m.jsonl"}}}, "sources.str.pth: unknown setting (did you mean path?)"),
+    # of the branches (a PATH string, a mapping), the error of the one the value was written for
+    ({"demo": False, "sources": {"mymath": {"path": "m.jsonl", "field_map": {"final": 3}}}},
+     "sources.mymath.field_map.final: Input should be a valid string (got 3)"),
 ])
 def test_a_misspelt_key_is_one_line_naming_it_and_the_closest_setting(value, line):
     from pydantic import TypeAdapter, ValidationError

@@ -46,10 +46,10 @@ def test_nothing_left_names_the_data_and_the_counts():
 
 
 @pytest.mark.parametrize("rows, domains, selection, knobs", [
-    ([{**MATH, "pass_rate": 0.1}], BOTH, SelectionConfig(), "try a lower --selection-math-min"),
-    ([{**CODE, "pass_rate": 0.9}], BOTH, SelectionConfig(code_max=0.5), "try a higher --selection-code-max"),
-    ([MATH], BOTH, SelectionConfig(untagged="exclude"), "try --selection-untagged keep"),
-    ([CODE], ("math",), SelectionConfig(), "try --domains naming the data's domains"),
+    ([{**MATH, "pass_rate": 0.1}], BOTH, SelectionConfig(), "try a lower selection.math_min (--selection-math-min)"),
+    ([{**CODE, "pass_rate": 0.9}], BOTH, SelectionConfig(code_max=0.5), "try a higher selection.code_max (--selection-code-max)"),
+    ([MATH], BOTH, SelectionConfig(untagged="exclude"), "try selection.untagged keep (--selection-untagged keep)"),
+    ([CODE], ("math",), SelectionConfig(), "try domains naming the data's domains (--domains)"),
     ([{**MATH, "answer": None}], BOTH, SelectionConfig(), "try data with answers (math) or tests (code)"),
 ])
 def test_nothing_left_names_the_setting_that_would_keep_problems(rows, domains, selection, knobs):
