@@ -5,8 +5,11 @@
     klear sandbox reap [--all]
 
 User errors (missing input, a directory given as INPUT, bad extension, --out naming the input, --out a
-directory or in a place that cannot be written, bad flag value, no Docker engine, unreachable scheduler)
-are one line on stderr with exit status 2, never a traceback.
+directory or in a place that cannot be written, bad flag value, no Docker engine, unreachable scheduler,
+and a row of INPUT that is no submission: not a JSON object, no id, a duplicate id, code that is not a
+string, an unknown language or a bad time_limit, tasks/verification/input_rules.py) are one line on stderr
+with exit status 2, never a traceback, and before any container starts. A row whose tests are missing or
+malformed is judged: `invalid_tests` with the reason.
 
 --out is never someone else's data: an existing OUTPUT is overwritten only when it is a `klear verify`
 result file (its rows carry id/verdict/reward) or with --force (`_check_output`).
@@ -104,7 +107,7 @@ def verify(
     from storage import paths
     from tasks.progress import StepProgress
     from tasks.verification import VerifyConfig, VerifyError, VerifyIOError, read_rows, verify_rows, write_rows
-    from tasks.verification.io import output_kind, same_file, submissions_problem
+    from tasks.verification.io import output_kind, same_file
 
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
@@ -124,16 +127,14 @@ def verify(
     if same_file(input, out):
         raise UserError(f"--out {out}: is the input file; write the results to another path")
     _check_output(out, force)
-    try:
-        rows = read_rows(input)
-    except VerifyIOError as exc:
-        raise UserError(str(exc)) from None
-    if problem := submissions_problem(rows, input):
-        raise UserError(problem)
-    if dask is None:
-        docker_client()
     config = VerifyConfig(workers=workers, processes=processes, dask_address=dask,
                           judge=JudgeConfig(max_tests=max_tests, seed=seed))
+    try:
+        rows = read_rows(input, config.judge)
+    except VerifyIOError as exc:
+        raise UserError(str(exc)) from None
+    if dask is None:
+        docker_client()
     started = time.monotonic()
     with StepProgress("verify", unit="rows", rate_unit="rows/s") as report:  # stderr, as every stage's
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {"VerifyIOError": "io", "read_rows": "io", "write_rows": "io",
+_WHERE = {"BadSubmission": "input_rules", "VerifyIOError": "io", "read_rows": "io", "write_rows": "io",
           "VerifyConfig": "verify", "VerifyError": "verify", "verify_chunk": "verify", "verify_rows": "verify"}
 __all__ = sorted(_WHERE)
 

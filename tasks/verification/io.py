@@ -1,10 +1,13 @@
 """Rows in and results out: `.jsonl` or `.parquet` (local paths or fsspec URLs; `hf:` for input).
 
-Input is read by the one reader of rows (tasks/records/reader.py), so a line that is not JSON becomes a
-row carrying its `_error` (judged as a bad row) instead of stopping the run; blank lines are not rows. In Parquet output
-`details` is a JSON string column (its keys differ from row to row); in JSONL it is an object.
-A result that cannot be written as is (a lone surrogate in a string, which no UTF-8 file can hold) is
-written with that string escaped: one odd row never loses the batch.
+Input is read by the one reader of rows (tasks/records/reader.py) and must be submissions
+(tasks/verification/input_rules.py): a line that is not a JSON object (not UTF-8 or JSON, a lone surrogate,
+nested too deep, a bad `tests` string), a row with no usable id, code, language or time_limit, or a second
+row with an id already seen refuses the whole file with ONE line `FILE row N: why` (VerifyIOError), before
+any container starts; blank lines are not rows. Missing or malformed tests are not refused: they are the
+row's `invalid_tests` verdict. In Parquet output `details` is a JSON string column (its keys differ from row
+to row); in JSONL it is an object. A result that cannot be written as is (a lone surrogate in a string,
+which no UTF-8 file can hold) is written with that string escaped: one odd row never loses the batch.
 """
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sandbox.config import JudgeConfig
 from storage import paths
-from tasks.records.reader import BadRow, read_records
+from tasks.records.reader import BadRow, BadRowError, read_records
 from tasks.records.sources import SourceError, check_embedded_json, source_kind
+from tasks.verification.input_rules import id_key, shown, submission_problem
 
 OUTPUT_KINDS = ("jsonl", "parquet")
 
@@ -53,22 +58,21 @@ SUBMISSION_FIELDS = ("id", "code", "tests")
 
 
 def submissions_problem(rows: list[dict], path: str) -> str | None:
-    """Why `rows` (read_rows) are not submissions to judge, or None: when no readable row carries code, the
+    """Why `rows` (read_rows) are not submissions to judge, or None: when no row carries code, the
     file is something else — most often a problem file (TACO, APPS, LiveCodeBench…) whose references need
     curating into (id, code, tests) first. Judging it would give one invalid_tests verdict per row with no
     id; the line names the fields the first row has and the command that reads such a file."""
-    readable = [r for r in rows if r.get("_error") is None]
-    if not readable or any("code" in r for r in readable):
+    if not rows or any("code" in r for r in rows):
         return None
-    missing = [f for f in SUBMISSION_FIELDS if f not in readable[0]]
-    has = ", ".join(sorted(readable[0])[:8]) or "no fields"
+    missing = [f for f in SUBMISSION_FIELDS if f not in rows[0]]
+    has = ", ".join(sorted(rows[0])[:8]) or "no fields"
     return (f"{path}: no row has a submission's fields ({', '.join(SUBMISSION_FIELDS)}; row 1 lacks "
             f"{', '.join(missing)} and has {has}); a problem file is curated first, its references kept as "
             f"code: klear curate --source NAME={path} --layout taco|apps|code-contests|…")
 
 
-def _submission(value: Any) -> dict:
-    """An input row as judged: an object whose `tests`, when it is JSON text, holds nothing the readers
+def _json_object(value: Any) -> dict:
+    """An input row as read: an object whose `tests`, when it is JSON text, holds nothing the readers
     refuse (a lone surrogate escape, nesting too deep: sources.py); ValueError saying why not."""
     if not isinstance(value, dict):
         raise ValueError(f"expected an object, got {type(value).__name__}")
@@ -78,23 +82,29 @@ def _submission(value: Any) -> dict:
     return value
 
 
-def read_rows(path: str) -> list[dict]:
-    """Every row of the input, in order (tasks/records/reader.py). A bad row (not UTF-8 or JSON, a lone
-    surrogate, nested too deep, not an object, a bad `tests` string: `_submission`) is kept in its place as
-    {"id": None, "_error": "PATH line N: why"}, judged as a bad row: every input line gets its result."""
-    rows: list[dict] = []
-
-    def in_place(bad: BadRow) -> None:  # called before the rows after it are read: order holds
-        rows.append({"id": None, "_error": f"{bad.source} line {bad.row}: {bad.reason}"})
-
+def read_rows(path: str, judge: JudgeConfig = JudgeConfig()) -> list[dict]:
+    """Every row of the input, in order, each a submission to judge (module docstring; `judge` bounds a
+    row's time_limit); else VerifyIOError, one line naming the file and the first bad row. A file none of
+    whose rows has code is refused with the line of `submissions_problem`."""
     try:
-        for r in read_records(path, _submission, on_bad=in_place):
-            rows.append(r.value)
-        return rows
+        numbered = list(read_records(path, _json_object))  # stops at the first line that is no object
+    except BadRowError as exc:
+        raise VerifyIOError(str(exc)) from None
     except SourceError as exc:
         raise VerifyIOError(str(exc)) from None
     except OSError as exc:
         raise VerifyIOError(f"{path}: {exc.strerror or exc}") from None
+    rows = [r.value for r in numbered]
+    if problem := submissions_problem(rows, path):
+        raise VerifyIOError(problem)
+    first: dict[str, int] = {}  # id as written -> the row that has it
+    for r in numbered:
+        why = submission_problem(r.value, judge)
+        if why is None and (seen := first.setdefault(id_key(r.value["id"]), r.row)) != r.row:
+            why = f"duplicate id {shown(r.value['id'])} (first on row {seen})"
+        if why:
+            raise VerifyIOError(str(BadRow(path, r.row, why)))
+    return rows
 
 
 def _text(value: str) -> str:

@@ -53,9 +53,11 @@ Counting rule (equivalent mutants never count; see the one way weakness can be o
   does not count. Nothing shows it differs or agrees, so it is in neither count, but it is counted.
 - weak (the verdict): with c behaviour-changing mutants, s of them surviving and u undetermined, the
   survival fraction lies between s/c (every undetermined mutant equivalent) and (s + u)/(c + u) (every
-  one a survivor). True when even the low end exceeds `max_survival`; False when even the high end does
-  not (no mutant of either kind: False, there is no evidence either way); otherwise None, undetermined:
-  the tests accept mutants that no probe could judge, and those could make the suite weak. An
+  one a survivor). None when no mutant was generated (the reference cannot be mutated): nothing tried
+  the tests, so the problem is not scored (Strength.scored False; the verify stage writes its columns
+  null, never False). True when even the low end exceeds `max_survival`; False when even the high end
+  does not (mutants ran but none of either kind: False, nothing accepted differs); otherwise None,
+  undetermined: the tests accept mutants that no probe could judge, and those could make the suite weak. An
   undetermined problem is NOT dropped (nothing shows its tests accept a wrong program) but flagged: the
   verify stage writes weak_tests null and mutants_undetermined > 0 in `verifications`, never False.
   Weakness is overstated only where a probe lies outside the problem's stated domain and the mutant
@@ -155,13 +157,26 @@ class Strength:
     survived: int = 0  # of those, accepted by every test
     unjudged: int = 0  # hit a sandbox fault (in neither count)
     example: str | None = None  # one surviving mutation, "line 2: `a + b` → `a - b` (arithmetic)"
-    weak: bool | None = False  # the verdict (module rule); None: undetermined
+    weak: bool | None = False  # the verdict (module rule); None: not scored (no mutant) or undetermined
     undetermined: int = 0  # accepted by every test, judged by no probe (in neither count)
     note: str | None = None  # why no mutant was made (mutants.Mutants.reason), when none was
 
+    @property
+    def scored(self) -> bool:
+        """Whether any mutant tried the tests: one was generated (module rule)."""
+        return self.generated > 0
+
+    @property
+    def undetermined_verdict(self) -> bool:
+        """Scored, and weak is None: accepted mutants no probe judged could make the tests weak."""
+        return self.scored and self.weak is None
+
 
 def verdict(st: Strength, max_survival: float) -> bool | None:
-    """weak: True, False or None (undetermined), by the module's rule (bounds on the survival fraction)."""
+    """weak: True, False or None (not scored: no mutant generated; or undetermined), by the module's rule
+    (bounds on the survival fraction)."""
+    if not st.scored:
+        return None
     if st.changing and st.survived / st.changing > max_survival:
         return True
     u = st.undetermined
@@ -439,5 +454,5 @@ def score_test_strength(subjects: list[Subject], config: StrengthConfig, verify_
              "%d weak, %d undetermined problems", len(out), sum(s.generated for s in out.values()),
              sum(s.changing for s in out.values()), sum(s.survived for s in out.values()),
              sum(s.undetermined for s in out.values()), sum(s.weak is True for s in out.values()),
-             sum(s.weak is None for s in out.values()))
+             sum(s.undetermined_verdict for s in out.values()))
     return out

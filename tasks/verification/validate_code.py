@@ -1,7 +1,10 @@
 """Validate code problems by running their reference solution against their tests (paper §3.2.1:
 drop problems with fewer than 16 tests and problems whose reference fails).
 
-For each code row of a dataset version:
+For each code row of a dataset version (the same tests rules as `klear verify`: input_rules.py):
+- no tests (absent or null), or tests the one parser
+  refuses (sandbox/testcases.py)                     → dropped `invalid_tests` (detail: "missing 'tests'",
+                                                       or the parser's reason)
 - fewer than `min_tests` tests                       → dropped `too_few_tests`
 - no reference (no ```python block in `response`),
   or the reference is not accepted on ALL its tests  → dropped `invalid_tests` (detail: the verdict)
@@ -13,6 +16,10 @@ For each code row of a dataset version:
 - the tests accept mutants that no probe input could judge, enough to make them weak if those differ
   (strength.py: undetermined)                        → kept, flagged: weak_tests null and
                                                        mutants_undetermined > 0 in verifications
+- no mutant of the reference could be made (strength.py: not scored)
+                                                     → kept; mutants_generated 0 and the other scoring
+                                                       columns null (weak_tests null: no mutant tried
+                                                       the tests, so they are never claimed strong)
 - a sandbox fault that survives the sandbox's retries fails the step with sandbox.container.SandboxFault
   (never scored as a failing reference, nor as a mutant either way).
 Test count: `sandbox.testcases.count_tests`, what will run and be scored as separate tests (stdin/stdout
@@ -30,9 +37,10 @@ import pyarrow as pa
 
 from sandbox.container import SandboxFault
 from sandbox.submission import Submission
-from sandbox.testcases import count_tests
+from sandbox.testcases import InvalidTests, count_tests, test_suite_of
 from tasks.grading.code_extract import extract_code
 from tasks.progress import Progress, Shifted
+from tasks.verification.input_rules import MISSING_TESTS, missing_tests
 from tasks.verification.strength import Strength, StrengthConfig, Subject, score_test_strength
 from tasks.verification.verify import VerifyConfig, verify_rows
 
@@ -48,10 +56,11 @@ class ValidationResult:
 
 
 def _strength_columns(st: Strength | None) -> dict:
-    """The verifications columns of mutant scoring (null where a problem was not scored)."""
-    if st is None:
-        return {"mutants_generated": None, "mutants_changing": None, "mutants_survived": None,
-                "weak_tests": None, "mutant_example": None, "mutants_undetermined": None}
+    """The verifications columns of mutant scoring, null where a problem was not scored: scoring off, no
+    reference run, or no mutant generated (then mutants_generated says 0 and the rest stay null)."""
+    if st is None or not st.scored:
+        return {"mutants_generated": None if st is None else st.generated, "mutants_changing": None,
+                "mutants_survived": None, "weak_tests": None, "mutant_example": None, "mutants_undetermined": None}
     return {"mutants_generated": st.generated, "mutants_changing": st.changing, "mutants_survived": st.survived,
             "weak_tests": st.weak, "mutant_example": st.example, "mutants_undetermined": st.undetermined}
 
@@ -73,8 +82,15 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
     for i, r in enumerate(rows):
         if r["domain"] != "code":
             continue
-        tests = json.loads(r["tests"]) if r.get("tests") else None
-        n = count_tests(tests) if tests else 0
+        if missing_tests(r):
+            drops[i] = ("invalid_tests", MISSING_TESTS)
+            continue
+        try:
+            n = len(test_suite_of(r["tests"]))
+        except InvalidTests as exc:  # not JSON, or no test form: the one parser's reason
+            drops[i] = ("invalid_tests", str(exc))
+            continue
+        tests = json.loads(r["tests"]) if isinstance(r["tests"], str) else r["tests"]
         if n < min_tests:
             drops[i] = ("too_few_tests", f"{n} tests < --min-tests {min_tests}")
             continue
@@ -120,8 +136,10 @@ def validate_code_problems(problems: pa.Table, min_tests: int, verify_config=Non
                 "problem": rows[i]["problem"]} for i, (reason, detail) in sorted(drops.items())]
     summary = {}
     if strength.enabled:
-        summary = {"scored": len(scores), "weak": sum(st.weak is True for st in scores.values()),
-                   "undetermined": sum(st.weak is None for st in scores.values()),
+        summary = {"scored": sum(st.scored for st in scores.values()),
+                   "no_mutants": sum(not st.scored for st in scores.values()),
+                   "weak": sum(st.weak is True for st in scores.values()),
+                   "undetermined": sum(st.undetermined_verdict for st in scores.values()),
                    "mutants_undetermined": sum(st.undetermined for st in scores.values()),
                    "mutants": sum(st.generated for st in scores.values()),
                    "changing": sum(st.changing for st in scores.values()),

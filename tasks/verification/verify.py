@@ -3,9 +3,12 @@
     results = verify_rows(rows, VerifyConfig(workers=2))
 
 Input rows `{id, code, tests, [language], [time_limit]}`; one output row per input, in input order:
-`{id, verdict, passed, total, reward, details}` (see sandbox/verdicts.py). A bad row gets a verdict
-and a reason, never an exception; a chunk lost with its Dask worker is rescheduled by Dask, and one
-that still fails comes back as sandbox_error rows, so every input row gets exactly one result.
+`{id, verdict, passed, total, reward, details}` (see sandbox/verdicts.py). A row that is no submission
+(tasks/verification/input_rules.py: not an object, no id, code that is not a string, an unknown language,
+a bad time_limit) is the caller's fault: BadSubmission naming it, before any container starts, never a
+verdict. Rows with missing or malformed tests get `invalid_tests` with the reason; a chunk lost with its
+Dask worker is rescheduled by Dask, and one that still fails comes back as sandbox_error rows (a fault
+outside the program), so every input row gets exactly one result.
 """
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ from sandbox.config import JudgeConfig, PoolConfig
 from sandbox.image import ensure_image
 from sandbox.judge import prepare, verify_safely
 from sandbox.pool import SandboxPool
-from sandbox.verdicts import SANDBOX_ERROR, result_row
+from sandbox.verdicts import INVALID_TESTS, SANDBOX_ERROR, result_row
 from tasks.dask_client import DaskError, dask_cluster
 from tasks.progress import Progress
+from tasks.verification.input_rules import MISSING_TESTS, check_submissions, missing_tests
 
 log = logging.getLogger(__name__)
 
@@ -197,10 +201,12 @@ def _run_dask(rows, todo, config, results, tick) -> None:
 def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),
                 progress: Progress | None = None) -> list[dict]:
     """Judge every row; results in input order, exactly one per row. `progress` (tasks/progress.py) gets
-    the rows done of all, and the rows each update adds as its work (a rows/s rate)."""
+    the rows done of all, and the rows each update adds as its work (a rows/s rate). BadSubmission (a
+    ValueError naming the row) for a row that is no submission (module docstring), before any work."""
     if config.executor not in ("dask", "threads"):
         raise ValueError(f"executor must be 'dask' or 'threads', not {config.executor!r}")
     rows = list(rows)
+    check_submissions(rows, config.judge)
     results: list[dict | None] = [None] * len(rows)
     done = 0
 
@@ -211,9 +217,9 @@ def verify_rows(rows: Iterable[dict], config: VerifyConfig = VerifyConfig(),
             progress.update(done, len(rows), tokens=n)
 
     todo = []
-    for i, row in enumerate(rows):  # bad rows are settled here and never reach a worker
-        if isinstance(row, dict) and row.get("_error"):  # a line the reader could not parse
-            results[i] = result_row(None, SANDBOX_ERROR, 0, 0, {"reason": row["_error"]})
+    for i, row in enumerate(rows):  # rows whose tests cannot be judged are settled here, never reach a worker
+        if missing_tests(row):
+            results[i] = result_row(row["id"], INVALID_TESTS, 0, 0, {"reason": MISSING_TESTS})
             continue
         prepared = prepare(row, config.judge)
         if isinstance(prepared, dict):

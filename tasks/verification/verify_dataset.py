@@ -8,7 +8,7 @@ verified version id and output.
 
 `verifications` columns: dataset, problem_id, verdict, passed, total, reward, details (the reference's run),
 created, then (added after them, so existing columns keep their place) the mutant scoring of tasks/verification/strength.py, null where a problem was not scored (too few
-tests, failing reference, scoring off): mutants_generated, mutants_changing (shown to behave differently
+tests, failing reference, scoring off; no mutant generated: mutants_generated 0, the rest null): mutants_generated, mutants_changing (shown to behave differently
 from the reference), mutants_survived (of those, accepted by every test), weak_tests (the problem's tests
 accept more than max_survival of them; dropped with reason `weak_tests`, or kept when the setting says
 "tag"; null also where the problem was scored but is undetermined), mutant_example (one surviving mutation),
@@ -31,7 +31,7 @@ from tasks.verification.verify import VerifyConfig
 
 # Bump when a change to verification, the sandbox, grading, the row reader or the store changes which code
 # problems are kept, a verdict, a count or a drop reason (module docstring).
-VERIFY_RULES = "2026-12-05"
+VERIFY_RULES = "2026-12-05.2"
 
 
 VERIFICATIONS_SCHEMA = pa.schema([

@@ -20,7 +20,7 @@ def rows_file(tmp_path):
     rows = [{"id": "good", "code": "print(int(input()) * 2)", "tests": {"inputs": ["2\n"], "outputs": ["4\n"]}},
             {"id": "bad", "code": "def add(a, b):\n    return a", "tests": {"assert_code": "assert add(1, 2) == 3"}},
             {"id": "no-tests", "code": "print(1)"}]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{oops\n")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
@@ -36,7 +36,7 @@ def test_bad_invocations_are_one_line_exit_2(rows_file, args, needle):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle.replace("{rows}", str(rows_file)) in lines[0] and "Traceback" not in r.stderr
-    assert rows_file.read_text().endswith("{oops\n")  # the input is untouched
+    assert rows_file.read_text().endswith('"no-tests", "code": "print(1)"}\n')  # the input is untouched
 
 
 def test_refused_input_creates_no_out_directory(tmp_path):
@@ -46,6 +46,22 @@ def test_refused_input_creates_no_out_directory(tmp_path):
     r = klear("verify", str(bad), "--out", str(out_dir / "o.jsonl"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("line, why", [
+    ('{"id": "b", broken', "not JSON"),
+    ('{"code": "print(1)", "tests": {"inputs": ["\\n"], "outputs": ["1\\n"]}}', "no id"),
+    ('{"id": "good", "code": "print(1)"}', "duplicate id 'good' (first on row 1)"),
+])
+def test_a_bad_row_refuses_the_run_in_one_line_before_any_container(rows_file, tmp_path, line, why):
+    """As `klear eval` refuses a bad benchmark file: exit 2, one line naming the file and row, no output.
+    `--dask` names a scheduler nobody runs: the refusal comes before any connection or container."""
+    rows_file.write_text(rows_file.read_text() + line + "\n")
+    out = tmp_path / "out.jsonl"
+    r = klear("verify", str(rows_file), "--out", str(out), "--dask", "tcp://127.0.0.1:9")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"klear: error: {rows_file} row 4: {why}") and not out.exists()
 
 
 @pytest.mark.docker
@@ -59,11 +75,11 @@ def test_verify_end_to_end(rows_file, tmp_path):
     out = tmp_path / "out.jsonl"
     r = klear("verify", str(rows_file), "--out", str(out), "--workers", "1")
     assert r.returncode == 0, r.stderr
-    assert "4 rows: " in r.stdout
-    assert "verify rows 4/4 rows/s " in r.stderr  # the stages' progress line (tasks/progress.py), not a bar
+    assert "3 rows: " in r.stdout
+    assert "verify rows 3/3 rows/s " in r.stderr  # the stages' progress line (tasks/progress.py), not a bar
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(x["id"], x["verdict"]) for x in results] == [
-        ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "invalid_tests"), (None, "sandbox_error")]
-    assert "tests must be an object" in results[2]["details"]["reason"] and "line 4" in results[3]["details"]["reason"]
+        ("good", "accepted"), ("bad", "wrong_answer"), ("no-tests", "invalid_tests")]
+    assert results[2]["details"] == {"reason": "missing 'tests'"}
     build = klear("sandbox", "build")
     assert build.returncode == 0 and build.stdout.startswith("klear-sandbox:")

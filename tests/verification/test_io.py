@@ -13,12 +13,10 @@ RESULTS = [
 ]
 
 
-def test_read_jsonl_keeps_bad_lines_as_rows_and_skips_blank_ones(tmp_path):
+def test_read_jsonl_skips_blank_lines(tmp_path):
     path = tmp_path / "in.jsonl"
-    path.write_text('{"id": 1, "code": "x"}\n\n{broken\n[1, 2]\n{"id": 2}\n')
-    rows = read_rows(str(path))
-    assert [r.get("id") for r in rows] == [1, None, None, 2]
-    assert "line 3: not JSON" in rows[1]["_error"] and "line 4: expected an object" in rows[2]["_error"]
+    path.write_text('{"id": 1, "code": "x"}\n\n  \n{"id": 2}\n')
+    assert read_rows(str(path)) == [{"id": 1, "code": "x"}, {"id": 2}]
 
 
 def test_read_parquet(tmp_path):
@@ -93,12 +91,14 @@ OK = b'{"id": "ok", "code": "x", "tests": {"assert_code": "assert f(1) == 1"}}'
     (b'{"id": 1' + b"0" * 5000 + b'}', "not JSON"),
     (b'{"id": "\xff"}', "not UTF-8"),
 ])
-def test_an_unreadable_row_is_reported_by_line(tmp_path, line, why):
+def test_an_unreadable_row_refuses_the_file_in_one_line_naming_it(tmp_path, line, why):
+    """A user's input fault, not a per-row sandbox_error: the run stops at the row (input_rules.py)."""
     path = tmp_path / "in.jsonl"
     path.write_bytes(OK + b"\n" + line + b"\n" + OK.replace(b'"ok"', b'"ok2"') + b"\n")
-    rows = read_rows(str(path))
-    assert [r["id"] for r in rows] == ["ok", None, "ok2"]
-    assert rows[1]["_error"].startswith(f"{path} line 2: ") and why in rows[1]["_error"]
+    with pytest.raises(VerifyIOError) as exc:
+        read_rows(str(path))
+    message = str(exc.value)
+    assert message.startswith(f"{path} row 2: ") and why in message and "\n" not in message
 
 
 def test_bare_cr_inside_a_line_keeps_it_one_row(tmp_path):

@@ -81,19 +81,20 @@ def test_a_timeout_counts_only_after_four_times_the_references_cpu():
     assert _differs(agrees_then_times_out, valid, "stdio", None, ref_cpu) is False
 
 
-@pytest.mark.parametrize("changing, survived, undetermined, weak", [
-    (0, 0, 0, False),  # no evidence either way
-    (0, 0, 2, None),  # the tests accept mutants no probe could judge: not shown strong
-    (5, 0, 1, False),  # even if the undetermined one differs: 1 of 6 <= 0.2
-    (4, 0, 1, False),  # at worst 1 of 5, not more than 0.2
-    (3, 0, 1, None),  # 1 of 4 > 0.2 if it differs, 0 of 3 if not
-    (3, 1, 1, True),  # 1 of 3 > 0.2 whatever the undetermined one is
+@pytest.mark.parametrize("generated, changing, survived, undetermined, weak", [
+    (0, 0, 0, 0, None),  # no mutant generated: not scored, never claimed strong
+    (1, 0, 0, 0, False),  # a mutant ran and behaved as the reference: nothing accepted differs
+    (2, 0, 0, 2, None),  # the tests accept mutants no probe could judge: not shown strong
+    (6, 5, 0, 1, False),  # even if the undetermined one differs: 1 of 6 <= 0.2
+    (5, 4, 0, 1, False),  # at worst 1 of 5, not more than 0.2
+    (4, 3, 0, 1, None),  # 1 of 4 > 0.2 if it differs, 0 of 3 if not
+    (4, 3, 1, 1, True),  # 1 of 3 > 0.2 whatever the undetermined one is
 ])
 def test_the_verdict_is_undetermined_only_when_unjudged_mutants_could_make_the_tests_weak(
-        changing, survived, undetermined, weak):
+        generated, changing, survived, undetermined, weak):
     from tasks.verification.strength import Strength, verdict
 
-    st = Strength(generated=changing + undetermined, changing=changing, survived=survived, undetermined=undetermined)
+    st = Strength(generated=generated, changing=changing, survived=survived, undetermined=undetermined)
     assert verdict(st, 0.2) is weak
 
 
@@ -131,11 +132,12 @@ def test_all_probe_runs_of_a_problem_are_one_sandbox_job(monkeypatch):
     assert (st.generated, st.changing, st.survived, st.undetermined, st.weak) == (1, 0, 0, 0, False)
 
 
-def test_a_reference_that_cannot_be_mutated_is_scored_with_the_reason_not_an_exception():
+def test_a_reference_that_cannot_be_mutated_is_not_scored_with_the_reason_not_an_exception():
+    """No mutant, no measurement: weak is None (not scored), never False (strong tests nobody measured)."""
     deep = "x = " + " + ".join(["a"] * 1000)
     st = score_test_strength([Subject("deep", deep, {"inputs": ["\n"] * 2, "outputs": ["\n"] * 2})],
                              StrengthConfig())["deep"]
-    assert st.generated == 0 and st.weak is False and "too deeply nested" in st.note
+    assert st.generated == 0 and st.weak is None and not st.scored and "too deeply nested" in st.note
 
 
 def test_the_judge_keeps_outputs_only_when_asked_and_only_what_fits():
@@ -383,3 +385,33 @@ def test_weak_tests_tag_keeps_the_problem_flagged_in_a_version_of_its_own(verify
     ver = {r["problem_id"]: r for r in store.read_table(v.id, "verifications").to_pylist()}
     assert ver["weak"]["weak_tests"] is True and ver["weak"]["verdict"] == "accepted"
     assert v.parameters["test_strength"]["weak_tests"] == "tag" and v.inputs["test_strength"]["weak"] == 1
+
+
+@pytest.mark.docker
+def test_a_problem_without_mutants_is_kept_with_its_scoring_null_never_claimed_strong(verify_config, tmp_path):
+    """The walkthrough's `print(max(a, b))`: no mutation site, so no mutant and no measurement. Its
+    verifications row says 0 generated and null for the rest (weak_tests null: not scored, as the store's
+    docs say, not False), it is kept under weak_tests="drop", and it counts as neither weak nor undetermined."""
+    from storage.store import DatasetVersion, Store
+    from tasks.curation.schema import PROBLEM_SCHEMA
+    from tasks.records.schema import DROPPED_SCHEMA
+    from tasks.verification.verify_dataset import build_validated_version
+
+    tests = {"inputs": [f"{a} {b}\n" for a, b in ((1, 2), (5, -3), (0, 0))], "outputs": ["2\n", "5\n", "0\n"]}
+    rows = [_problem("max", "a, b = map(int, input().split())\nprint(max(a, b))", tests),
+            _problem("strong", COUNT, STRONG)]
+    Store(str(tmp_path)).write_version(
+        DatasetVersion(id="ds-n", kind="curate", parameters={}, rows_in=2, counts={"kept": 2},
+                       inputs={"by_source": {"s": {"rows_in": 2, "kept": 2}}}),
+        {"problems": pa.Table.from_pylist(rows, schema=PROBLEM_SCHEMA),
+         "dropped": pa.Table.from_pylist([], schema=DROPPED_SCHEMA)})
+    v = build_validated_version(str(tmp_path), "ds-n", 1, verify_config, strength=StrengthConfig(weak_tests="drop"))
+    store = Store(str(tmp_path))
+    assert sorted(store.read_table(v.id, "problems").column("id").to_pylist()) == ["max", "strong"]
+    ver = {r["problem_id"]: r for r in store.read_table(v.id, "verifications").to_pylist()}
+    scoring = ("mutants_generated", "mutants_changing", "mutants_survived", "weak_tests", "mutant_example",
+               "mutants_undetermined")
+    assert [ver["max"][c] for c in scoring] == [0, None, None, None, None, None]
+    assert ver["strong"]["weak_tests"] is False
+    summary = v.inputs["test_strength"]
+    assert (summary["scored"], summary["no_mutants"], summary["weak"], summary["undetermined"]) == (1, 1, 0, 0)

@@ -59,3 +59,17 @@ def test_a_sandbox_fault_fails_the_step_with_the_sandbox_fault(monkeypatch):
     with pytest.raises(SandboxFault, match="1 of 1 reference runs hit sandbox faults"):
         validate_code_problems(pa.Table.from_pylist([_row(0, "def add(a, b):\n    return a + b", add)],
                                                     schema=PROBLEM_SCHEMA), min_tests=3)
+
+
+def test_missing_or_malformed_tests_are_dropped_invalid_tests_saying_why():
+    """The rules `klear verify` applies to a row's tests (input_rules.py), here for a store's code rows: no
+    tests is `missing 'tests'` (not "0 tests < --min-tests"), tests that are not JSON or not a test form
+    are dropped with the parser's reason (not an exception that fails the stage). No sandbox run."""
+    rows = [dict(_row(0, "print(1)", None), tests=None), dict(_row(1, "print(1)", None), tests="{not json"),
+            dict(_row(2, "print(1)", None), tests='{"inputs": 3}')]
+    res = validate_code_problems(pa.Table.from_pylist(rows, schema=PROBLEM_SCHEMA), min_tests=1)
+    drops = {d["id"]: (d["reason"], d["detail"]) for d in res.dropped}
+    assert drops["p0"] == ("invalid_tests", "missing 'tests'")
+    assert drops["p1"][0] == "invalid_tests" and drops["p1"][1].startswith("tests is not valid JSON")
+    assert drops["p2"] == ("invalid_tests", "tests need `inputs` and `outputs` lists (or `assert_code`)")
+    assert res.problems.num_rows == 0

@@ -44,20 +44,18 @@ def test_threads_keep_order_and_isolate_judge_bugs(monkeypatch):
     monkeypatch.setattr(verify_mod, "SandboxPool", FakePool)
     monkeypatch.setattr(sandbox.judge, "verify_submission", fake_verify)
     ok = {"code": "x", "tests": {"assert_code": "assert f(1) == 1"}}
-    rows = [dict(ok, id=i) for i in range(20)] + [dict(ok, id="boom"), {"id": None, "_error": "in.jsonl line 9: not JSON"},
-                                                  {"id": "no-tests", "code": "x"}]
+    rows = [dict(ok, id=i) for i in range(20)] + [dict(ok, id="boom"), {"id": "no-tests", "code": "x"}]
     seen = []
     out = verify_rows(rows, VerifyConfig(executor="threads", workers=3), progress=Updates(lambda d, t: seen.append((d, t))))
-    assert [r["id"] for r in out] == list(range(20)) + ["boom", None, "no-tests"]
+    assert [r["id"] for r in out] == list(range(20)) + ["boom", "no-tests"]
     assert out[20]["verdict"] == "sandbox_error" and "judge bug" in out[20]["details"]["reason"]
-    assert out[21]["verdict"] == "sandbox_error" and "line 9" in out[21]["details"]["reason"]
-    assert out[22]["verdict"] == "invalid_tests" and out[22]["reward"] is None
-    assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert out[21]["verdict"] == "invalid_tests" and out[21]["reward"] is None
+    assert seen[-1] == (22, 22) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-def test_unreadable_rows_are_reported_by_line_and_the_others_judged(monkeypatch, tmp_path):
-    """Rows the reader cannot use (a lone surrogate, 100,000 `[`, a `tests` string nested too deep, an id
-    beyond 64 bits) never stop the run: each bad one is one result naming its line."""
+def test_rows_the_reader_finds_odd_but_readable_are_judged(monkeypatch, tmp_path):
+    """An id beyond 64 bits and a bare CR inside a line are rows like any other: each judged, and the
+    results written to JSONL and Parquet (unreadable rows refuse the file: test_input_rules.py)."""
     from tasks.verification.io import read_rows, write_rows
 
     monkeypatch.setattr(verify_mod, "SandboxPool", FakePool)
@@ -65,19 +63,13 @@ def test_unreadable_rows_are_reported_by_line_and_the_others_judged(monkeypatch,
                         lambda row, pool, judge: result_row(row["id"], "accepted", 1, 1, {}))
     ok = b'"code": "x", "tests": {"assert_code": "assert f(1) == 1"}}'
     path = tmp_path / "in.jsonl"
-    path.write_bytes(b"\n".join([
-        b'{"id": "a", ' + ok, rb'{"id": "s", "code": "\ud800", "tests": "x"}', b"[" * 100_000,
-        b'{"id": "t", "code": "x", "tests": "' + b"[" * 5000 + b'"}', b'{"id": 1' + b"0" * 30 + b", " + ok,
-        b'{"id": "cr",\r ' + ok]) + b"\n")
+    path.write_bytes(b"\n".join([b'{"id": "a", ' + ok, b'{"id": 1' + b"0" * 30 + b", " + ok,
+                                 b'{"id": "cr",\r ' + ok]) + b"\n")
     out = verify_rows(read_rows(str(path)), VerifyConfig(executor="threads", workers=1))
-    assert [(r["id"], r["verdict"]) for r in out] == [
-        ("a", "accepted"), (None, "sandbox_error"), (None, "sandbox_error"), (None, "sandbox_error"),
-        (10 ** 30, "accepted"), ("cr", "accepted")]
-    for line, r in zip((2, 3, 4), out[1:4]):
-        assert r["details"]["reason"].startswith(f"{path} line {line}: ")
+    assert [(r["id"], r["verdict"]) for r in out] == [("a", "accepted"), (10 ** 30, "accepted"), ("cr", "accepted")]
     write_rows(out, str(tmp_path / "out.parquet"))
     write_rows(out, str(tmp_path / "out.jsonl"))
-    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 6
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3
 
 
 def test_worker_side_imports_stay_light():
