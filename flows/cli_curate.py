@@ -1,7 +1,13 @@
 """`klear curate`: its flags are CurateConfig's fields (cli_config_options.py), plus the ones that build the
-sources (--source, --layout, --map, --domain), --benchmark, --store and the --verify-code stage's."""
+sources (--source, --layout, --map, --domain), --benchmark, --store and the --verify-code stage's.
+
+Before any work it refuses, in one line, an empty source and a --map whose field no row has
+(tasks/curation/source_fields.py); it warns, as `klear pipeline` does (tasks/pipeline/data_alarms.py), of a
+source read with the canonical layout whose rows are a raw dataset's (before the run), and after it of a
+source that kept no row and of kept math rows without an answer (`klear: warning: ...` on stderr, exit 0)."""
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import typer
@@ -22,8 +28,8 @@ def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], lay
     field_maps: dict[str, dict[str, str]] = {}
     for m in maps:
         lhs, ok, canon = m.partition("=")
-        src, dot, field = lhs.partition(".")
-        if not (ok and dot and src and field and canon):
+        src, field = split_map_field(lhs, sources)
+        if not (ok and src and field and canon):
             raise UserError(f"--map {m!r}: expected SOURCE.FIELD=CANONICAL_FIELD")
         field_maps.setdefault(src, {})[field] = canon
     for flag, d in (("--layout", layouts), ("--map", field_maps), ("--domain", domains)):
@@ -37,6 +43,48 @@ def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], lay
     specs = [{"name": n, "path": p, "layout": layouts.get(n, "canonical"), "field_map": field_maps.get(n, {}),
               "domain": domains.get(n)} for n, p in sources.items()]
     return checked(lambda: build_config(CurateConfig, {**settings, "sources": specs, "benchmarks": benchmarks}))
+
+
+def split_map_field(lhs: str, sources: dict[str, str]) -> tuple[str, str]:
+    """`SOURCE.FIELD` of a --map → (source, field). FIELD may be a dotted path into nested objects
+    (`mine.data.question`: layouts.field_at), and a source name may hold dots itself: the longest source
+    name given with --source that `lhs` starts with wins, else the text before the first dot."""
+    named = [n for n in sources if lhs.startswith(n + ".")]
+    src = max(named, key=len) if named else lhs.partition(".")[0]
+    return src, lhs[len(src) + 1:]
+
+
+def check_sources_before_work(config: CurateConfig) -> dict:
+    """The sources' own checks (tasks/curation/source_fields.py) as one line naming the flag; returns each
+    source's first row (the layout alarm reads it)."""
+    from tasks.curation.source_fields import EmptySource, UnmatchedMap, check_sources
+    from tasks.records.sources import SourceError
+
+    try:
+        return check_sources(config.sources)
+    except EmptySource as e:  # as `klear eval` refuses an empty benchmark
+        raise UserError(f"--source {e.name}={e.path}: has no rows (nothing to curate)") from None
+    except UnmatchedMap as e:
+        raise UserError(f"--map {e}") from None
+    except SourceError as e:  # a file that cannot be read past some line
+        raise UserError(f"--source {e}") from None
+
+
+def warn(lines: list[str]) -> None:
+    """Data alarms (tasks/pipeline/data_alarms.py), one `klear: warning:` line each on stderr."""
+    for line in lines:
+        print(f"klear: warning: {line}", file=sys.stderr, flush=True)
+
+
+def curation_alarms(version: dict, store_root: str) -> list[str]:
+    """What a curated version lost or cannot use, in `klear pipeline`'s words: a source that kept no row, and
+    kept math rows without an answer (all of a source's, or some: data_alarms.unanswered_math_alarms)."""
+    from storage.store import Store
+    from tasks.pipeline.data_alarms import lost_source_alarms, math_answers_by_source, unanswered_math_alarms
+
+    kept = Store(store_root).read_table(version["id"], "problems", columns=["source", "domain", "answer"])
+    return (lost_source_alarms(version["inputs"].get("by_source", {}))
+            + unanswered_math_alarms(math_answers_by_source(kept), some=True))
 
 
 def print_curation_summary(version: dict, store_root: str) -> None:
@@ -64,7 +112,7 @@ def curate(
     benchmark: Optional[list[str]] = typer.Option(None, "--benchmark", help="NAME=PATH of a benchmark to decontaminate against; repeat"),
     store: Optional[str] = StoreOpt,
     layout: Optional[list[str]] = typer.Option(None, "--layout", help="NAME=LAYOUT field layout of a source (one of: " + ", ".join(sorted(LAYOUTS)) + ")"),
-    map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem"),
+    map_: Optional[list[str]] = typer.Option(None, "--map", help="SOURCE.FIELD=CANONICAL rename a source field, e.g. mydata.question=problem (a nested one by its dotted path: mydata.data.question=problem)"),
     domain: Optional[list[str]] = typer.Option(None, "--domain", help="NAME=math|code default domain of a source's rows"),
     verify_code: bool = typer.Option(False, "--verify-code", help="Then run code references against their tests in the sandbox"),
     min_tests: int = typer.Option(16, "--min-tests", help="With --verify-code: code problems with fewer tests are dropped (paper: 16)"),
@@ -86,6 +134,7 @@ def curate(
         list(map_ or []), parse_pairs(domain, "--domain"), store=store_root(store), **settings)
     if config.work_dir is not None:
         check_work_dir(config.work_dir)
+    first_rows = check_sources_before_work(config)
     from tasks.curation.steps import check_benchmarks
     from tasks.records.sources import SourceError
 
@@ -102,6 +151,9 @@ def curate(
 
         if why := refusal(config.dask):
             raise UserError(f"--dask {config.dask}: cannot reach the scheduler ({why})")
+    from tasks.pipeline.data_alarms import layout_alarms
+
+    warn(layout_alarms(first_rows, {s.name: s.layout for s in config.sources}))
     quiet_prefect_defaults()
     from flows.curate import curate as curate_flow
     from tasks.dask_client import DaskError
@@ -112,6 +164,7 @@ def curate(
         version = _run_verify(config.store, min_tests, config.dask_workers,
                               None if config.dask == "local" else config.dask, strength)
     print_curation_summary(version, config.store)
+    warn(curation_alarms(version, config.store))
 
 
 def _run_verify(store: str, min_tests: int, workers: int, dask: str | None, strength: StrengthConfig) -> dict:

@@ -11,6 +11,7 @@ from storage.store import Store
 from tasks.curation.config import CurateConfig
 from tasks.curation.prefect_tasks import (curate_dataset_task, plan_curation_task, publish_dataset_task,
                                           report_curation_task)
+from tasks.curation.source_fields import check_sources
 
 
 def _sources(param) -> str:
@@ -30,6 +31,7 @@ def curate(config: Annotated[CurateConfig, ConfigForm(CurateConfig)]) -> dict:
         config: the sources (in priority order), the benchmarks to decontaminate against, and each step's
             setting (`klear curate`'s flags)
     """
+    check_sources(config.sources)  # an empty source, a field map no row matches: one line, before any work
     version_id, inputs = plan_curation_task(config)
     missing = not Store(config.store).has_version(version_id)
     version = curate_dataset_task.with_options(refresh_cache=missing)(config, version_id, inputs)

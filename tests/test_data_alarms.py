@@ -32,3 +32,17 @@ def test_a_source_whose_math_rows_have_no_answer_is_named_with_the_setting_to_ma
     alarms = unanswered_math_alarms(kept)
     assert len(alarms) == 1 and alarms[0].startswith("source r1: none of its 2 kept math rows has an answer")
     assert "sources.r1.field_map" in alarms[0] and "--map r1.FIELD=answer" in alarms[0]
+
+
+def test_curate_also_names_a_source_where_only_some_math_rows_lack_an_answer():
+    """`klear curate` (some=True) says how many of a source's math rows cannot be scored; the pipeline's
+    alarm (strict fails on it) stays for a source with none answered: proofs among answered rows are no alarm."""
+    kept = {"proofs": (5, 4), "none": (2, 0), "all": (3, 3), "half": (4, 2)}
+    assert unanswered_math_alarms(kept) == unanswered_math_alarms({"none": (2, 0)})
+    alarms = unanswered_math_alarms(kept, some=True)
+    assert alarms[0] == ("source proofs: 1 of its 5 kept math rows has no answer (absent or null), so RL, "
+                         "difficulty tagging and evaluation cannot score it (SFT still trains on it)")
+    assert alarms[2] == ("source half: 2 of its 4 kept math rows have no answer (absent or null), so RL, "
+                         "difficulty tagging and evaluation cannot score them (SFT still trains on them)")
+    assert len(alarms) == 3 and alarms[1].startswith("source none: none of its 2 kept math rows has an answer, so "
+                                                     "RL, difficulty tagging and evaluation can score none of them")

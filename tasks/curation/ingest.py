@@ -1,6 +1,7 @@
 """Reading, curation's first step: every source row → a canonical row in a Parquet part, or a dropped record
 with its reason: `malformed` (schema.py, sources.py, a layout's missing field), `invalid_tests` (assert
-tests that cannot be judged outside the program's process) or `invalid_answer` (validate_math.py).
+tests that cannot be judged outside the program's process) or `invalid_answer` (validate_math.py). A row
+dropped for a missing field says which fields it has and how to map one (source_fields.missing_field_hint).
 
 Parts hold PROBLEM_SCHEMA plus `_ord` (position among all valid rows, in source order: earlier wins) and
 `_row` (the source row), with the problems also in the part's memory-mapped text file (out_of_core.text_file),
@@ -21,7 +22,8 @@ import pyarrow.parquet as pq
 from tasks.curation import out_of_core as oc
 from tasks.curation.config import CurateConfig
 from tasks.curation.layouts import apply_layout
-from tasks.curation.schema import PROBLEM_SCHEMA, Malformed, Problem, to_problem
+from tasks.curation.schema import PROBLEM_SCHEMA, Malformed, MissingField, Problem, to_problem
+from tasks.curation.source_fields import missing_field_hint
 from tasks.records.schema import DROPPED_SCHEMA
 from tasks.curation.source_quality import row_quality, source_score
 from tasks.records.sources import RawRow, check_value, read_source
@@ -186,7 +188,9 @@ def _canonical_rows(spec) -> Iterator[tuple[int, Problem | None, dict | None]]:
             if why:
                 raise Malformed(why)
         except Malformed as e:  # malformed, or invalid_tests for tests that cannot be judged safely
-            yield raw.row, None, drop_record(spec.name, raw.row, e.reason, str(e), _raw_text(raw))
+            missing = e.field if isinstance(e, MissingField) else None
+            detail = str(e) + (missing_field_hint(raw.value, spec.name, missing) if missing else "")
+            yield raw.row, None, drop_record(spec.name, raw.row, e.reason, detail, _raw_text(raw))
             continue
         except (RecursionError, UnicodeError) as e:  # a value no check above foresaw: still one row
             yield raw.row, None, drop_record(spec.name, raw.row, "malformed", f"unusable row ({type(e).__name__})",

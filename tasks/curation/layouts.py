@@ -2,7 +2,8 @@
 
 One registry (`LAYOUTS`, `--layout NAME=LAYOUT`); each entry maps one raw row to a row with canonical
 field names, its mapping rule in its docstring. A source may add its own `field_map` ({raw field:
-canonical field}) on top, applied first (`--map`).
+canonical field}) on top, applied first (`--map`); a raw field is named as the layouts name one, by key
+or by the dotted path into nested objects (`--map mine.data.question=problem`: `field_at`).
 
 What every layout does the same way:
 - a required field that is absent or null raises Malformed `layout NAME: missing field 'FIELD'`
@@ -32,7 +33,7 @@ import pickle
 import zlib
 from typing import Any, Callable, Mapping
 
-from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date
+from tasks.curation.malformed import InvalidTestsRow, Malformed, MissingField, iso_date
 from tasks.grading.math_answers import last_boxed
 
 Layout = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -72,14 +73,38 @@ def layout_hint(row: Any) -> tuple[str, str, str] | None:
     return next(((f, *LAYOUT_HINTS[f]) for f in LAYOUT_HINTS if f in row), None)
 
 
+def field_at(row: Any, path: str) -> Any:
+    """The value of a raw field named by key or by a dotted path into nested objects (`data.question`,
+    `reward_model.ground_truth`); a key that holds the dots itself (a flattened column) wins. None when
+    absent or null, or when the path meets a value that is not an object."""
+    if isinstance(row, Mapping) and path in row:
+        return row[path]
+    value: Any = row
+    for key in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def apply_field_map(row: Mapping[str, Any], field_map: Mapping[str, str]) -> dict[str, Any]:
+    """A source's renames ({raw field: canonical field}): a top-level field is renamed; a nested one (a
+    dotted path, `field_at`) is copied to the canonical field when the row has it, its object left as it is."""
+    out = {field_map.get(k, k): v for k, v in row.items()}
+    for path, canon in field_map.items():
+        if path not in row and "." in path and (value := field_at(row, path)) is not None:
+            out[canon] = value
+    return out
+
+
 def apply_layout(row: Any, layout: str, field_map: Mapping[str, str] | None = None) -> Any:
-    """Rename fields by `field_map`, then map through the layout. Non-object rows pass through unchanged
-    (the schema check reports them). A layout's error is Malformed naming the layout and the field; an
-    error no rule foresaw (a value of a shape no dataset card shows) is Malformed naming its type."""
+    """Rename fields by `field_map` (apply_field_map), then map through the layout. Non-object rows pass
+    through unchanged (the schema check reports them). A layout's error is Malformed naming the layout and
+    the field; an error no rule foresaw (a value of a shape no dataset card shows) is Malformed naming its type."""
     if not isinstance(row, Mapping):
         return row
     if field_map:
-        row = {field_map.get(k, k): v for k, v in row.items()}
+        row = apply_field_map(row, field_map)
     try:
         return LAYOUTS[layout](row)
     except Malformed:
@@ -102,17 +127,12 @@ class RawFields:
         return (InvalidTestsRow if invalid_tests else Malformed)(f"layout {self.layout}: {why}")
 
     def get(self, path: str) -> Any:
-        value: Any = self.row
-        for key in path.split("."):
-            if not isinstance(value, Mapping):
-                return None
-            value = value.get(key)
-        return value
+        return field_at(self.row, path)
 
     def required(self, path: str) -> Any:
         value = self.get(path)
         if value is None:
-            raise self.fail(f"missing field {path!r}")
+            raise MissingField(f"layout {self.layout}: missing field {path!r}", path)
         return value
 
     def text(self, path: str, required: bool = False) -> str | None:

@@ -82,6 +82,14 @@ class _Steps:
                             feed=of_run if self.feed is not None else None)
 
 
+class _Quiet:
+    """A Progress that shows nothing: a step with no rows to go through would otherwise print `rows 0/0`
+    at each update (every update of a total of 0 is its last), so only its closing line is shown."""
+
+    def update(self, step: int, total: int | None, tokens: float = 0, **figures: float) -> None:
+        pass
+
+
 def say(line: str, feed: Feed | None) -> None:
     """One line on stderr (unless KLEAR_PROGRESS=off) and to `feed`, as the steps' lines go."""
     if progress_mode() != "off":
@@ -124,8 +132,9 @@ def run_pipeline(config: CurateConfig, ws: oc.Workspace, runner=None, feed: Feed
     for step in todo:
         with bar.start(step.name) as report:
             n, run.ticked = run.live, 0
-            report.update(0, n)
-            files = step.drops(run, report)
+            shown = report if n else _Quiet()  # a step over no rows says so in its one last line
+            shown.update(0, n)
+            files = step.drops(run, shown)
             dropped = sum(pq.read_metadata(f).num_rows for f in files)
             run.drops += files
             run.live -= dropped

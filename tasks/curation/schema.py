@@ -8,8 +8,8 @@ STORED_PROBLEM_SCHEMA).
   "code" if the row has tests, else "math".
 - `response`, `answer`: optional; `answer` may be a number (stored as its string form). A math row without
   an answer is kept: SFT trains on its response (the recipe keeps unverified chains of thought of hard
-  problems), RL leaves it out as `not_rewardable` (selection.jsonl, by id), and a pipeline whose source has
-  math rows but no answer at all says so (tasks/pipeline/data_alarms.py).
+  problems), RL leaves it out as `not_rewardable` (selection.jsonl, by id); `klear curate` warns per source
+  of math rows without one, and a pipeline of a source with none at all (tasks/pipeline/data_alarms.py).
 - `tests`: optional; a dict or its JSON text in one of three forms (stored as canonical JSON text):
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
   "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (each observed assert one test), as
@@ -33,7 +33,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from sandbox.testcases import InvalidTests, UnjudgeableTests, parse_test_suite
-from tasks.curation.malformed import InvalidTestsRow, Malformed, iso_date, shown as _shown  # noqa: F401
+from tasks.curation.malformed import InvalidTestsRow, Malformed, MissingField, iso_date, shown as _shown  # noqa: F401
 from tasks.curation.textnorm import problem_id
 from tasks.records.sources import check_json, check_value
 
@@ -114,7 +114,7 @@ def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False)
             raise Malformed(f"{field} must be a finite number, got {v}")
         return str(v)
     if not isinstance(v, str):
-        raise Malformed(f"{field} must be a string, got {type(v).__name__}")
+        raise Malformed(f"{field} must be a string{' or a number' if numbers_ok else ''}, got {type(v).__name__}")
     return v
 
 
@@ -161,7 +161,7 @@ def to_problem(row: Any, source: str, default_domain: str | None = None) -> Prob
         raise Malformed(f"row is not a JSON object (got {type(row).__name__})")
     problem = row.get("problem")
     if problem is None:
-        raise Malformed("missing 'problem'")
+        raise MissingField("missing 'problem'", "problem")
     if not isinstance(problem, str):
         raise Malformed(f"problem must be a string, got {type(problem).__name__}")
     if not problem.strip():

@@ -19,7 +19,7 @@ from tasks.records.sources import SourceError, source_kind
 
 # Bump when a change to curation, its reader (tasks.records), the math grading it validates answers with
 # or the store changes which rows are kept, their content, order or drop reasons (module docstring).
-CURATION_RULES = "2026-12-05.2"
+CURATION_RULES = "2026-12-05.3"
 EXECUTION_FIELDS = ("memory_limit", "dask", "dask_workers", "work_dir")  # how a version is computed, not what
 
 

@@ -9,9 +9,13 @@ Rules:
   reasoning or its tests would be left behind (SFT on a one-line `solution`, code problems dropped as
   `invalid_tests`), so the alarm names the layout to give;
 - a source lost whole (after verification): rows came in and none was kept; the alarm names the reasons;
-- a source whose kept math rows have no answer at all: SFT trains on their responses, but RL and difficulty
-  tagging can reward none of them (RL's selection.jsonl lists each as `not_rewardable`); the alarm names the
-  setting that maps the source's answer field. Some rows without an answer (proofs) are no alarm.
+- a source whose kept math rows have no answer at all: SFT trains on their responses, but RL, difficulty
+  tagging and evaluation can score none of them (RL's selection.jsonl lists each as `not_rewardable`); the
+  alarm names the setting that maps the source's answer field. In a pipeline, some rows without an answer
+  (proofs) are no alarm (with `strict` an alarm fails the run); `klear curate`, where a user first sees their
+  data, also says how many of a source's math rows lack one (`some=True`: a warning, never a failure).
+
+`klear curate` (flows/cli_curate.py) and `klear pipeline` (flows/pipeline.py) warn with these same lines.
 """
 from __future__ import annotations
 
@@ -50,13 +54,22 @@ def lost_source_alarms(by_source: Mapping[str, Mapping[str, int]]) -> list[str]:
     return out
 
 
-def unanswered_math_alarms(kept: Mapping[str, tuple[int, int]]) -> list[str]:
-    """One line per source whose kept math rows all lack an answer (module rule).
-    `kept`: source → (kept math rows, how many of them have an answer)."""
-    return [f"source {name}: none of its {n} kept math rows has an answer, so RL and difficulty tagging can "
-            f"reward none of them (SFT still trains on their responses); map its answer field "
-            f"(sources.{name}.field_map: {{FIELD: answer}}, or klear curate --map {name}.FIELD=answer)"
-            for name, (n, answered) in kept.items() if n and not answered]
+def unanswered_math_alarms(kept: Mapping[str, tuple[int, int]], some: bool = False) -> list[str]:
+    """One line per source whose kept math rows all lack an answer, and with `some` per source where some
+    of them do (module rule). `kept`: source → (kept math rows, how many of them have an answer)."""
+    out = []
+    for name, (n, answered) in kept.items():
+        if n and not answered:
+            out.append(f"source {name}: none of its {n} kept math rows has an answer, so RL, difficulty tagging "
+                       f"and evaluation can score none of them (SFT still trains on their responses); map its "
+                       f"answer field (sources.{name}.field_map: {{FIELD: answer}}, or klear curate --map "
+                       f"{name}.FIELD=answer)")
+        elif some and answered < n:
+            one = n - answered == 1
+            out.append(f"source {name}: {n - answered} of its {n} kept math rows {'has' if one else 'have'} no "
+                       f"answer (absent or null), so RL, difficulty tagging and evaluation cannot score "
+                       f"{'it' if one else 'them'} (SFT still trains on {'it' if one else 'them'})")
+    return out
 
 
 def math_answers_by_source(problems: pa.Table) -> dict[str, tuple[int, int]]:

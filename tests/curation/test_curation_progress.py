@@ -30,3 +30,16 @@ def test_every_step_reports_its_rows_with_the_fraction_of_the_whole_run(tmp_path
     valid = result.rows_in - result.counts["malformed"]  # the rows read into parts
     assert re.match(rf"curate write rows {valid}/{valid} ", lines[-1]), lines[-1]
     assert capsys.readouterr().err.splitlines() == list(lines)  # the terminal shows the same lines
+
+
+def test_a_step_left_with_no_rows_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """Every row of the source malformed: the steps after reading have no rows, and each says `rows 0/0`
+    once, with its figure (not once per update: each update of a total of 0 is its last)."""
+    monkeypatch.setenv("KLEAR_PROGRESS", "plain")
+    src = tmp_path / "wrongcol.jsonl"
+    src.write_text("".join(f'{{"questoin": "What is {i} plus {i}?"}}\n' for i in range(5)))
+    curate(CurateConfig(sources=[{"name": "wc", "path": str(src)}]))
+    lines = [l for l in capsys.readouterr().err.splitlines() if not l.startswith("curate memory limit")]
+    assert lines[0].startswith("curate read wc rows 5/5 kept 0 ")
+    assert lines[1:] == ["curate exact-dedup rows 0/0 duplicate 0", "curate near-dedup rows 0/0 near_duplicate 0",
+                         "curate write rows 0/0"]

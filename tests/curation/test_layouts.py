@@ -30,29 +30,39 @@ FIXTURES = Path(__file__).parent / "layouts"
 EXPECTED = {
     "openr1-math": ("openr1-math", 2, {
         3: ("malformed", "layout openr1-math: field 'correctness_math_verify' has 1 flags for 2 generations"),
-        4: ("malformed", "layout openr1-math: missing field 'problem'")}),
-    "numina": ("numina", 3, {4: ("malformed", "layout numina: missing field 'problem'")}),
-    "deepscaler": ("deepscaler", 2, {3: ("malformed", "layout deepscaler: missing field 'answer'")}),
+        4: ("malformed", "layout openr1-math: missing field 'problem' (row has: question, answer, generations, "
+                         "source; map one with --map x.FIELD=problem)")}),
+    "numina": ("numina", 3, {4: ("malformed", "layout numina: missing field 'problem' (row has: question, solution, "
+                                         "answer, source, synthetic; map one with --map x.FIELD=problem)")}),
+    "deepscaler": ("deepscaler", 2, {3: ("malformed", "layout deepscaler: missing field 'answer' (row has: problem, "
+                                                 "solution; map one with --map x.FIELD=answer)")}),
     "skywork-or1-math": ("skywork-or1", 2, {
-        3: ("malformed", "layout skywork-or1: missing field 'reward_model.ground_truth'")}),
+        3: ("malformed", "layout skywork-or1: missing field 'reward_model.ground_truth' (row has: data_source, "
+                         "prompt, ability, reward_model.style, extra_info.index)")}),
     "skywork-or1-code": ("skywork-or1", 4, {
         5: ("malformed", "layout skywork-or1: field 'reward_model.ground_truth' has no tests (inputs/outputs, "
                          "assert_case or test_code with entry_point)")}),
     "openthoughts": ("openthoughts", 4, {
         5: ("malformed", "layout openthoughts: field 'domain' is 'biology': only math and code problems are curated"),
-        6: ("malformed", "layout openthoughts: missing field 'conversations'")}),
+        6: ("malformed", "layout openthoughts: missing field 'conversations' (row has: system, messages)")}),
     "taco": ("taco", 2, {
-        3: ("malformed", "layout taco: missing field 'input_output'"),
+        3: ("malformed", "layout taco: missing field 'input_output' (row has: question, solutions, starter_code, "
+                         "difficulty, source, date)"),
         4: ("malformed", "layout taco: field 'date' must be an ISO date (YYYY-MM-DD), got 'sometime in 2019'")}),
-    "apps": ("apps", 3, {4: ("malformed", "layout apps: missing field 'question'")}),
+    "apps": ("apps", 3, {4: ("malformed", "layout apps: missing field 'question' (row has: problem_id, solutions, "
+                                     "input_output, difficulty, url, starter_code)")}),
     "code-contests": ("code-contests", 2, {
         2: ("invalid_tests", "layout code-contests: field 'input_file' is 'input.txt': file I/O is not judged, "
                              "only stdin/stdout"),
-        3: ("malformed", "layout code-contests: missing field 'private_tests'")}),
+        3: ("malformed", "layout code-contests: missing field 'private_tests' (row has: name, description, "
+                         "public_tests.input, public_tests.output, generated_tests.input, generated_tests.output, "
+                         "source, difficulty, +16 more)")}),
     "livecodebench": ("livecodebench", 2, {
         3: ("malformed", "layout livecodebench: field 'private_test_cases' is neither JSON nor base64 of "
                          "zlib-compressed data"),
-        4: ("malformed", "layout livecodebench: missing field 'question_content'")}),
+        4: ("malformed", "layout livecodebench: missing field 'question_content' (row has: question_title, "
+                         "platform, question_id, contest_id, contest_date, starter_code, difficulty, public_test_cases, "
+                         "+2 more)")}),
     "opencodereasoning": ("opencodereasoning", 2, {
         3: ("malformed", "layout opencodereasoning: field 'input' is the placeholder '-': the question is row "
                          "'1234' of 'taco' split 'train'; fill it in before curating")}),
@@ -279,8 +289,10 @@ def test_parquet_with_nested_columns_maps_as_the_jsonl_does(tmp_path, fixture):
     from_jsonl = _curate(fixture)
     from_parquet = _curate(fixture, _write_parquet(fixture, tmp_path / f"{fixture}.parquet"))
     assert from_parquet.problems.equals(from_jsonl.problems)
-    assert ([(d["row"], d["reason"], d["detail"]) for d in from_parquet.dropped.to_pylist()]
-            == [(d["row"], d["reason"], d["detail"]) for d in from_jsonl.dropped.to_pylist()])
+    # a missing field's detail ends with the fields the row has, which the files differ in (from_pylist takes
+    # the first row's columns, in their order): the rest of the detail is the same
+    assert ([(d["row"], d["reason"], d["detail"].split(" (row has: ")[0]) for d in from_parquet.dropped.to_pylist()]
+            == [(d["row"], d["reason"], d["detail"].split(" (row has: ")[0]) for d in from_jsonl.dropped.to_pylist()])
 
 
 def test_new_columns_reach_the_catalog(tmp_path):

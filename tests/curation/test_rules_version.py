@@ -18,6 +18,13 @@ from tasks.curation.versioning import CURATION_RULES
 from tests.curation.fixtures import write_corpus
 
 GOLDEN = {  # rules version → {corpus: (version id, sha256 of kept + dropped rows)}
+    # 2026-12-05.3: `dropped.detail` of a row missing a field lists the fields it has (and the --map to give),
+    # an invalid_answer detail shows the answer as written, a list answer says "a string or a number"; --map
+    # reads a dotted path (neither corpus holds such a row: the same rows as 2026-12-05.2)
+    "2026-12-05.3": {
+        "demo": ("ds-0963da8674f1f629", "72312cf4c015dbce8ef2b8d1e31b8bbe00dae95258cc2dfeaba9492be70aaa31"),
+        "fixture": ("ds-e5b63f58191e04cf", "c8d58e0d1fb3a808dc0e8f91459ff296e5218ccddae9279adf3d59ceb3dcf39a"),
+    },
     # 2026-12-05.2: a kept row carries its source row (`problems.row`, as `dropped.row`); the same rows
     "2026-12-05.2": {
         "demo": ("ds-73f61fe5edd58c6e", "72312cf4c015dbce8ef2b8d1e31b8bbe00dae95258cc2dfeaba9492be70aaa31"),

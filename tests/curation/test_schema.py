@@ -29,6 +29,7 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "tests": [1]}, "tests must be an object"),
     ({"problem": "p", "tests": {"assert_code": ["ok", ""]}}, "assert_code 1 is empty"),
     ({"problem": "p", "response": ["a"]}, "response must be a string"),
+    ({"problem": "p", "answer": [20]}, "answer must be a string or a number, got list"),  # numbers are taken
     ({"problem": "p", "answer": float("nan")}, "answer must be a finite number, got nan"),
     ({"problem": "p", "answer": float("-inf")}, "answer must be a finite number, got -inf"),
     ({"problem": "p", "tests": "[" * 100_000}, "tests is not valid JSON"),

@@ -267,3 +267,49 @@ def test_the_same_sft_twice_is_done_once_and_other_settings_say_what_changed(tmp
     lines = [l for l in other.stderr.splitlines() if l.strip()]
     assert other.returncode == 2 and len(lines) == 1, other.stderr[-2000:]
     assert "holds a finished sft run of other settings (seq_len 128 → 96)" in lines[0] and "--force" in lines[0]
+
+
+@pytest.mark.parametrize("name, content, args, msg", [
+    ("empty.jsonl", "", [], "--source e={path}: has no rows (nothing to curate)"),
+    ("noans.jsonl", '{"problem": "What is 1 plus 1?", "final": "2"}\n', ["--map", "e.finall=answer"],
+     "--map e.finall=answer: no row of source 'e' has field 'finall' (its rows have: problem, final)"),
+])
+def test_an_empty_source_or_a_map_no_row_has_is_one_line_before_any_work(tmp_path, name, content, args, msg):
+    path = tmp_path / name
+    path.write_text(content)
+    r = run(["curate", "--source", f"e={path}", *args, "--store", str(tmp_path / "store")], tmp_path)
+    assert r.returncode == 2 and r.stderr.splitlines() == [f"klear: error: {msg.format(path=path)}"], r.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_map_names_a_nested_field_by_its_path_and_a_source_whose_name_has_dots(tmp_path):
+    from flows.cli_curate import build_curate_config
+
+    path = tmp_path / "n.jsonl"
+    path.write_text('{"data": {"question": "q?"}}\n')
+    config = build_curate_config({"my.src": str(path), "n": str(path)}, {}, {},
+                                 ["my.src.data.question=problem", "n.data.question=problem"], {})
+    assert [s.field_map for s in config.sources] == [{"data.question": "problem"}, {"data.question": "problem"}]
+
+
+def test_curate_warns_of_a_lost_source_and_of_math_rows_without_answers(tmp_path):
+    """The lines `klear curate` prints as `klear: warning:` after its table (data_alarms, as the pipeline's)."""
+    from dataclasses import asdict
+
+    from flows.cli_curate import curation_alarms
+    from tasks.curation.config import CurateConfig
+    from tasks.curation.dataset import build_curated_version, plan_curation
+
+    files = {"wc": '{"questoin": "What is 1 plus 3?", "answer": "4"}\n',
+             "noans": '{"problem": "What is 1 plus 1?", "final": "2"}\n',
+             "some": '{"problem": "What is 2 plus 2?", "answer": "4"}\n{"problem": "What is 3 plus 3?"}\n'}
+    for name, text in files.items():
+        (tmp_path / f"{name}.jsonl").write_text(text)
+    config = CurateConfig(sources=[{"name": n, "path": str(tmp_path / f"{n}.jsonl")} for n in files],
+                          store=str(tmp_path / "store"))
+    version = asdict(build_curated_version(config, *plan_curation(config)))
+    alarms = curation_alarms(version, config.store)
+    assert len(alarms) == 3, alarms
+    assert alarms[0] == "source wc: all 1 rows dropped (malformed 1); the run trains without them"
+    assert alarms[1].startswith("source noans: none of its 1 kept math rows has an answer") and "--map noans.FIELD=answer" in alarms[1]
+    assert alarms[2].startswith("source some: 1 of its 2 kept math rows has no answer")
