@@ -65,6 +65,7 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     import json
 
     from storage.store import Store
+    from tasks.reporting import tensorboard_command
 
     settings = _settings_file(config_file)
     root = store_root(store or settings.get("store"))
@@ -93,7 +94,7 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
         t.add_row(stage, f"{summary[stage + '_avg_at_k']:.3f}", summary[stage])
     console.print(t)
     console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
-    console.print(f"TensorBoard: .venv/bin/tensorboard --logdir {st.path('models')}")
+    console.print(f"TensorBoard: {tensorboard_command(st.path('models'))}", markup=False, soft_wrap=True)
     console.print(_prefect_ui_line(state.state_details.flow_run_id))
     print(json.dumps(summary), flush=True)  # one line a script can parse (rich would wrap it at the terminal width)
 

@@ -11,7 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from storage import paths
 from storage.keys import hash_file, hash_json, short_id
+from storage.refs import DatasetRef, data_ref
 
 LINEAGE_FILE = "klear_checkpoint.json"
 STAGES = ("base", "sft", "rl")
@@ -72,13 +74,28 @@ def recorded_checkpoint_id(path: str | Path) -> str:
     return checkpoint_id(path)
 
 
+def _recorded_data(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with its `data` (what the checkpoint trained on, as the user named it: a store,
+    `STORE#VERSION` or a canonical file) recorded absolute (paths.recorded; a ref's store, its version
+    kept), so the lineage names the same data from any other directory."""
+    data = config.get("data")
+    if not isinstance(data, str) or not data:
+        return config
+    try:
+        ref = data_ref(data)
+    except ValueError:  # a malformed `#VERSION`: the trainer refused it before; recorded as given
+        return config
+    data = paths.recorded(data) if ref is None else str(DatasetRef(paths.recorded(ref.store), ref.version))
+    return {**config, "data": data}
+
+
 def describe_checkpoint(path: str | Path, stage: str, parent: str | None, dataset: str | None,
                         config: dict[str, Any]) -> dict[str, Any]:
     """Write the lineage file and return the catalog row for this checkpoint."""
     if stage not in STAGES:
         raise ValueError(f"unknown checkpoint stage {stage!r} (known: {', '.join(STAGES)})")
     row = {"id": checkpoint_id(path), "stage": stage, "path": str(Path(path).resolve()), "parent": parent,
-           "dataset": dataset, "config": config,
+           "dataset": dataset, "config": _recorded_data(config),
            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     (Path(path) / LINEAGE_FILE).write_text(json.dumps(row, indent=2, sort_keys=True))
     return row

@@ -122,6 +122,18 @@ class DatasetVersion:
         return cls(**data)
 
 
+def recorded_inputs(value: Any) -> Any:
+    """A version's inputs as its manifest and `datasets` row keep them: every `path` (a source or benchmark
+    file, as the user named it) recorded absolute (paths.recorded), resolved in the process that read it,
+    so the record still names the file from any other directory; everything else as given."""
+    if isinstance(value, dict):
+        return {k: paths.recorded(v) if k == "path" and isinstance(v, str) else recorded_inputs(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [recorded_inputs(v) for v in value]
+    return value
+
+
 _MANIFEST_TYPES = {"id": str, "kind": str, "parameters": dict, "counts": dict, "rows_in": int, "parents": list,
                    "inputs": dict, "tables": list, "created": str}
 
@@ -173,6 +185,7 @@ class Store:
 
     def write_version(self, version: DatasetVersion, tables: Mapping[str, pa.Table | Path]) -> DatasetVersion:
         """Write the tables and the manifest (last), register the version in the catalog.
+        The inputs' file paths are recorded absolute (recorded_inputs).
         If the version already exists nothing is written and the stored manifest is returned.
         A write that fails leaves no partial version (module docstring, "Faults")."""
         self.repair()
@@ -181,6 +194,7 @@ class Store:
             self._register(existing)
             return existing
         version.tables = sorted(tables)
+        version.inputs = recorded_inputs(version.inputs)
         version.created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         final = self.version_url(version.id)
         local = paths.is_local(final)

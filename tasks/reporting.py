@@ -1,13 +1,28 @@
 """Charts and images for run reports: PNG curves and bars (matplotlib, headless), and a PNG as markdown
 (a data URL under its alt text) for Prefect markdown artifacts. Low level, so evaluation and training both
-draw with it."""
+draw with it. Also the command a run report prints to open its TensorBoard logs (tensorboard_command)."""
 from __future__ import annotations
 
 import base64
+import os
+import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import Iterable
 
 from tasks.stats import mean_ci95
+
+
+def tensorboard_command(logdir: str | Path) -> str:
+    """A shell command that opens TensorBoard on `logdir` from any working directory: the `tensorboard`
+    script of the running interpreter's environment (beside sys.executable, not resolved through its
+    symlink, which would leave a virtualenv), else the one on PATH, else `PYTHON -m tensorboard.main`;
+    every path absolute and quoted for the shell."""
+    beside = Path(os.path.abspath(sys.executable)).parent / ("tensorboard.exe" if os.name == "nt" else "tensorboard")
+    found = str(beside) if beside.is_file() else shutil.which("tensorboard")
+    program = [os.path.abspath(found)] if found else [os.path.abspath(sys.executable), "-m", "tensorboard.main"]
+    return shlex.join([*program, "--logdir", os.path.abspath(logdir)])
 
 
 def png_data_url(path: Path) -> str:

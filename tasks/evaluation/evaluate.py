@@ -8,6 +8,9 @@ batches arrive, and the results are merged in benchmark order before the metrics
 
 Engines: `evaluate` closes an engine it builds (in a finally) and leaves open one it is handed.
 
+A row that cannot be graded (a math row with no answer, a code row with no tests) stops the evaluation
+before it generates, like any bad row (`gradable_benchmark_row`: one line naming file and row).
+
 A problem whose prompt does not fit the model's context minus max_tokens stops the evaluation before it
 generates (`require_fit`: one line naming the row).
 
@@ -21,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 
 from storage import paths
+from tasks.curation.malformed import Malformed, field_names, listed
 from tasks.curation.problems import benchmark_problem
 from tasks.evaluation.config import EvalConfig
 from tasks.evaluation.metrics import avg_at_k, infra_counts, mean_pass_at_k
@@ -51,8 +55,28 @@ class EvalResult:
                                               "pass_at_k", "n_problems", "infra", "infra_problems")}
 
 
+def gradable_benchmark_row(value) -> dict:
+    """A benchmark row as `load_benchmark` keeps it: a canonical row (benchmark_problem; a list answer, a
+    missing problem are refused there) that can be graded. A math row needs an answer that is not missing,
+    null or empty (blank); a code row needs tests. Malformed otherwise. Graded anyway, such a row would be
+    `infra` on every sample (tasks/grading: "no_reference") and left out of avg@k and pass@k, so the
+    numbers would be those of another benchmark, with nothing saying which row was left out."""
+    row = benchmark_problem(value)
+    if row["domain"] == "math" and not (row["answer"] or "").strip():
+        raise Malformed(f"answer is missing, null or empty (a math benchmark row is graded against it; "
+                        f"{_row_has(value)})")
+    if row["domain"] == "code" and row["tests"] is None:
+        raise Malformed(f"tests are missing or null (a code benchmark row is graded by them; {_row_has(value)})")
+    return row
+
+
+def _row_has(value) -> str:
+    """`row has: a, b`: the fields holding a value, so a row whose answer sits under another name says so."""
+    return f"row has: {listed(field_names(value))}"
+
+
 def load_benchmark(path: str) -> list[dict]:
-    """Canonical rows of a benchmark file (tasks/curation/problems.py benchmark_problem). A bad row stops the
+    """Canonical, gradable rows of a benchmark file (gradable_benchmark_row). A bad row stops the
     read: one line naming the file and row (tasks/records/reader.py), since a held-out set with a row left
     out would give another benchmark's number; so does a file with no rows.
 
@@ -63,7 +87,7 @@ def load_benchmark(path: str) -> list[dict]:
     with _READ_LOCK:
         rows = _READ.get(key) if key is not None else None
     if rows is None:
-        rows = [r.value for r in read_records(path, benchmark_problem)]
+        rows = [r.value for r in read_records(path, gradable_benchmark_row)]
         if not rows:
             raise ValueError(f"{path}: benchmark has no rows")
         if key is not None:

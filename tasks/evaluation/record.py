@@ -1,7 +1,8 @@
 """Record an evaluation: per-problem results as Parquet in the store, one `evaluations` row in the catalog.
 The row id hashes checkpoint, benchmark content, k, seed, sampling settings and the code of evaluation,
 grading and generation (a changed seeding or grading rule is a new evaluation, not a cached one), so
-re-running the same evaluation does not add a row; it does not depend on `nproc` (same numbers)."""
+re-running the same evaluation does not add a row; it does not depend on `nproc` (same numbers). The row's
+`benchmark_path` is the file's absolute path (storage/paths.recorded), whatever directory it was named from."""
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ def record_evaluation(model: str, result: EvalResult, config: EvalConfig, store_
     ck = recorded_checkpoint_id(model)
     eval_id = evaluation_id(model, result.benchmark_path, config)
     row = {"id": eval_id, "checkpoint": ck, **result.summary(),
+           "benchmark_path": paths.recorded(result.benchmark_path),  # as read, from any directory
            "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if store_root:
         store = Store(store_root)

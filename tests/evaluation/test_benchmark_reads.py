@@ -65,3 +65,50 @@ def test_a_bad_row_refuses_the_benchmark_in_one_line(tmp_path, line, why):
         load_benchmark(path)
     with pytest.raises(UserError, match=rf"^--benchmark b={path}: row 3: {why}"):
         check_benchmark(f"--benchmark b={path}", path)
+
+
+@pytest.mark.parametrize("row, has", [({"problem": "3+9?"}, "problem"),
+                                      ({"problem": "3+9?", "answer": None}, "problem"),
+                                      ({"problem": "3+9?", "answer": ""}, "problem, answer"),
+                                      ({"problem": "3+9?", "answer": "  "}, "problem, answer")],
+                         ids=["missing", "null", "empty", "blank"])
+def test_a_math_row_without_an_answer_refuses_the_benchmark_in_one_line(tmp_path, row, has):
+    """Graded, it would be `infra` on every sample and silently left out of avg@k: refused like a list answer."""
+    path = _bench(tmp_path, ['{"problem": "1+1?", "answer": "2"}', '{"problem": "2+2?", "answer": 4}', json.dumps(row)])
+    why = rf"answer is missing, null or empty \(a math benchmark row is graded against it; row has: {has}\)$"
+    with pytest.raises(ValueError, match=rf"^{path} row 3: {why}"):
+        load_benchmark(path)
+    with pytest.raises(UserError, match=rf"^--benchmark b={path}: row 3: {why}"):
+        check_benchmark(f"--benchmark b={path}", path)
+
+
+def test_a_math_row_whose_answer_sits_under_another_name_says_which_fields_it_has(tmp_path):
+    path = _bench(tmp_path, [json.dumps({"problem": "1+1?", "final": "2", "solution": "\\boxed{2}"})])
+    with pytest.raises(ValueError, match=rf"^{path} row 1: answer is missing.*; row has: problem, final, solution\)$"):
+        load_benchmark(path)
+
+
+def test_a_code_row_without_tests_refuses_the_benchmark_in_one_line(tmp_path):
+    path = _bench(tmp_path, [json.dumps({"problem": "Print the sum of two numbers.", "domain": "code"})])
+    with pytest.raises(ValueError, match=rf"^{path} row 1: tests are missing or null"):
+        load_benchmark(path)
+
+
+def test_an_answerless_row_stops_the_evaluation_before_it_generates(tmp_path):
+    path = _bench(tmp_path, ['{"problem": "1+1?", "answer": "2"}', '{"problem": "2+2?", "answer": null}'])
+
+    class Counting(_Canned):
+        calls = 0
+
+        def generate(self, prompts, params):
+            Counting.calls += 1
+            return super().generate(prompts, params)
+
+    with pytest.raises(ValueError, match=rf"^{path} row 2: answer is missing"):
+        evaluate("model-dir", "b", path, EvalConfig(k=1, max_tokens=8), generator=Counting(), progress_mode="off")
+    assert Counting.calls == 0
+
+
+def test_a_numeric_zero_answer_is_an_answer(tmp_path):
+    path = _bench(tmp_path, ['{"problem": "1-1?", "answer": 0}', '{"problem": "2-2?", "answer": "0"}'])
+    assert [r["answer"] for r in load_benchmark(path)] == ["0", "0"]

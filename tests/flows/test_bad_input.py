@@ -292,6 +292,15 @@ def test_a_benchmark_prompt_longer_than_the_context_is_one_line(fx, command, ove
                     "does not fit the model's context 1,024")
 
 
+@pytest.mark.parametrize("command, flag", [("eval", "--benchmark"), ("rl", "--eval-benchmark")])
+def test_a_benchmark_math_row_without_an_answer_is_one_line(fx, tmp_path, command, flag):
+    """Not graded `infra` and left out of avg@k unnamed: refused before any model loads, naming file and row."""
+    bench = _jsonl(tmp_path / "noanswer.jsonl", [GOOD_ROWS[0], {"problem": "What is 3 plus 9?"}, GOOD_ROWS[1]])
+    value = f"b={bench}" if command == "eval" else str(bench)
+    over = {flag: value, **({"--eval-every": 1} if command == "rl" else {})}
+    assert_one_line(klear(*_args(fx, command, **over)), f"{flag} {value}: ", "row 2: answer is missing, null or empty")
+
+
 @pytest.mark.parametrize("command", ["eval", "rl", "tag-difficulty"])
 def test_max_tokens_past_the_context_is_one_line(fx, command):
     assert_one_line(klear(*_args(fx, command, **{"--max-tokens": 4096})), "--max-tokens 4096: must be below",
