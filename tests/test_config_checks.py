@@ -160,3 +160,18 @@ def test_pipeline_config_checks_its_benchmark_and_base_model(tmp_path):
     with pytest.raises(ConfigError, match=r"^base_model .*no config.json"):
         PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(src)}, eval_benchmark="b",
                        base_model=str(tmp_path))
+
+
+def test_a_pipeline_benchmark_row_that_cannot_be_graded_stops_the_run_before_its_first_stage(tmp_path):
+    """Not at the first evaluation, after curation, verification and SFT have run."""
+    from tasks.pipeline.config import PipelineConfig
+
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    bench = tmp_path / "b.jsonl"
+    bench.write_text('{"problem": "2+2?", "answer": "4"}\n{"problem": "3+3?", "final": "6"}\n')
+    with pytest.raises(ConfigError, match=r"^benchmarks b: .*b.jsonl row 2: answer is missing, null or empty .*"
+                                          r"row has: problem, final"):
+        PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench)}, eval_benchmark="b")
+    bench.write_text('{"problem": "2+2?", "answer": "4"}\n')
+    assert PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench)}, eval_benchmark="b")

@@ -194,9 +194,25 @@ class PipelineConfig:
         if self.eval_benchmark not in self.benchmarks:
             raise ConfigError("eval_benchmark", f"must be one of the benchmarks ({', '.join(self.benchmarks) or 'none'})"
                                                 f" (got {self.eval_benchmark!r})")
+        self._check_benchmark_rows()
         if self.base_model and not paths.exists(f"{self.base_model}/config.json") and not fetchable(self.base_model):
             raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json), nor a "
                                             "pretrained model's name or a Hub id (owner/name)")
+
+    def _check_benchmark_rows(self) -> None:
+        """Every local benchmark read as the evaluation stages will read it (tasks/evaluation/evaluate.py
+        load_benchmark: a row that cannot be graded, or no row, is one line naming the file and row), so a bad
+        row stops the run here and not at its first evaluation, after curation, verification and SFT; the
+        rows read are cached for those stages. `hf:` benchmarks are checked when read."""
+        from tasks.evaluation.evaluate import load_benchmark
+
+        for name, path in self.benchmarks.items():
+            if str(path).startswith("hf:"):
+                continue
+            try:
+                load_benchmark(str(path))
+            except ValueError as e:
+                raise ConfigError("benchmarks", f"{name}: {e}") from None
 
     def source_specs(self) -> list[dict]:
         """The sources as the curate flow takes them (SourceSpec fields), in the order given."""
