@@ -7,7 +7,6 @@ fsspec's ImportError or ValueError from deep inside a read.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import IO
 
@@ -77,12 +76,9 @@ def absolute(url: str) -> str:
     return os.path.abspath(url) if is_local(url) and "://" not in url else url
 
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # `s3://…`, `file://…`, a source spec such as `hf:NAME`
-
-
 def recorded(path: str) -> str:
     """`path` as a record keeps it (the catalog, a manifest, a lineage file): a local file path absolute and
     resolved (`..` and symlinks) against this process's working directory, the one it was given and read
     in, so the record names the same file from any other directory; a URL or a source spec (`hf:NAME`) as
     given."""
-    return path if _SCHEME.match(path) else str(Path(path).resolve())
+    return path if "://" in path or path.startswith("hf:") else str(Path(path).resolve())

@@ -122,16 +122,21 @@ class DatasetVersion:
         return cls(**data)
 
 
-def recorded_inputs(value: Any) -> Any:
-    """A version's inputs as its manifest and `datasets` row keep them: every `path` (a source or benchmark
-    file, as the user named it) recorded absolute (paths.recorded), resolved in the process that read it,
-    so the record still names the file from any other directory; everything else as given."""
-    if isinstance(value, dict):
-        return {k: paths.recorded(v) if k == "path" and isinstance(v, str) else recorded_inputs(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [recorded_inputs(v) for v in value]
-    return value
+def recorded_inputs(inputs: Any) -> Any:
+    """A version's inputs as its manifest and `datasets` row keep them: the `path` of each source
+    (`inputs["sources"][i]`) and each benchmark (`inputs["benchmarks"][name]`), as the user named it,
+    recorded absolute (paths.recorded), resolved in the process that read it, so the record still names the
+    file from any other directory; everything else as given (a field_map may rename a raw field `path`)."""
+    if not isinstance(inputs, dict):
+        return inputs
+    out = dict(inputs)
+    if isinstance(out.get("sources"), list):
+        out["sources"] = [{**s, "path": paths.recorded(s["path"])} if isinstance(s, dict)
+                          and isinstance(s.get("path"), str) else s for s in out["sources"]]
+    if isinstance(out.get("benchmarks"), dict):
+        out["benchmarks"] = {n: {**b, "path": paths.recorded(b["path"])} if isinstance(b, dict)
+                             and isinstance(b.get("path"), str) else b for n, b in out["benchmarks"].items()}
+    return out
 
 
 _MANIFEST_TYPES = {"id": str, "kind": str, "parameters": dict, "counts": dict, "rows_in": int, "parents": list,

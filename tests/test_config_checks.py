@@ -175,3 +175,8 @@ def test_a_pipeline_benchmark_row_that_cannot_be_graded_stops_the_run_before_its
         PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench)}, eval_benchmark="b")
     bench.write_text('{"problem": "2+2?", "answer": "4"}\n')
     assert PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench)}, eval_benchmark="b")
+    # a benchmark that only decontaminates needs no answers (a proof set): curation reads it leniently
+    proofs = tmp_path / "proofs.jsonl"
+    proofs.write_text('{"problem": "Prove that there are infinitely many primes."}\n')
+    assert PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench), "p": str(proofs)},
+                          eval_benchmark="b")

@@ -200,19 +200,22 @@ class PipelineConfig:
                                             "pretrained model's name or a Hub id (owner/name)")
 
     def _check_benchmark_rows(self) -> None:
-        """Every local benchmark read as the evaluation stages will read it (tasks/evaluation/evaluate.py
-        load_benchmark: a row that cannot be graded, or no row, is one line naming the file and row), so a bad
-        row stops the run here and not at its first evaluation, after curation, verification and SFT; the
-        rows read are cached for those stages. `hf:` benchmarks are checked when read."""
+        """The reported benchmark (`eval_benchmark`) read as the evaluation stages will read it
+        (tasks/evaluation/evaluate.py load_benchmark: a row that cannot be graded, or no row, is one line
+        naming the file and row), so a bad row stops the run here and not at its first evaluation, after
+        curation, verification and SFT; the rows read are cached for those stages. The other benchmarks only
+        decontaminate (curation reads them leniently: a row needs no answer); a remote or `hf:` benchmark is
+        checked when the stage reads it, not downloaded whenever a config is built."""
+        from storage import paths
         from tasks.evaluation.evaluate import load_benchmark
 
-        for name, path in self.benchmarks.items():
-            if str(path).startswith("hf:"):
-                continue
-            try:
-                load_benchmark(str(path))
-            except ValueError as e:
-                raise ConfigError("benchmarks", f"{name}: {e}") from None
+        path = str(self.benchmarks[self.eval_benchmark])
+        if path.startswith("hf:") or "://" in path and not path.startswith("file://"):
+            return
+        try:
+            load_benchmark(path)
+        except ValueError as e:
+            raise ConfigError("benchmarks", f"{self.eval_benchmark}: {e}") from None
 
     def source_specs(self) -> list[dict]:
         """The sources as the curate flow takes them (SourceSpec fields), in the order given."""

@@ -17,7 +17,7 @@ def test_a_relative_path_is_recorded_absolute_and_a_url_or_spec_as_given(tmp_pat
     monkeypatch.chdir(tmp_path / "data")
     assert paths.recorded("b.jsonl") == str(tmp_path / "data" / "b.jsonl")
     assert paths.recorded("../x/../b.jsonl") == str(tmp_path / "b.jsonl")
-    for given in ("hf:openai/gsm8k:test", "s3://bucket/b.parquet", "file:///abs/b.jsonl"):
+    for given in ("hf:openai/gsm8k:test", "s3://bucket/b.parquet", "file:///abs/b.jsonl", "gs://b/x.jsonl"):
         assert paths.recorded(given) == given
 
 
@@ -25,7 +25,7 @@ def test_a_version_records_its_input_files_absolute(tmp_path, monkeypatch):
     tmp_path = tmp_path.resolve()  # as recorded: symlinks resolved
     (tmp_path / "work" / "data").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "work")
-    inputs = {"sources": [{"name": "m", "path": "data/math.jsonl", "sha256": "ab"},
+    inputs = {"sources": [{"name": "m", "path": "data/math.jsonl", "sha256": "ab", "field_map": {"path": "problem"}},
                           {"name": "h", "path": "hf:org/set:train", "sha256": "hf:org/set:train"}],
               "benchmarks": {"bench": {"path": "data/bench.jsonl", "sha256": "cd"}}}
     v = DatasetVersion(id="ds-00000000000000aa", kind="curate", parameters={}, counts={"kept": 1}, rows_in=1,
@@ -33,7 +33,8 @@ def test_a_version_records_its_input_files_absolute(tmp_path, monkeypatch):
     store = Store("store")
     store.write_version(v, {"problems": pa.table({"id": ["a"]}), "dropped": pa.table({"id": pa.array([], "string")})})
     os.chdir(tmp_path)  # another directory: what is recorded does not depend on it
-    want = {"sources": [{"name": "m", "path": str(tmp_path / "work/data/math.jsonl"), "sha256": "ab"},
+    want = {"sources": [{"name": "m", "path": str(tmp_path / "work/data/math.jsonl"), "sha256": "ab",
+                         "field_map": {"path": "problem"}},  # a raw field named `path` is no file
                         {"name": "h", "path": "hf:org/set:train", "sha256": "hf:org/set:train"}],
             "benchmarks": {"bench": {"path": str(tmp_path / "work/data/bench.jsonl"), "sha256": "cd"}}}
     store = Store(str(tmp_path / "work/store"))
