@@ -31,9 +31,10 @@ def curate(config: Annotated[CurateConfig, ConfigForm(CurateConfig)]) -> dict:
         config: the sources (in priority order), the benchmarks to decontaminate against, and each step's
             setting (`klear curate`'s flags)
     """
-    check_sources(config.sources)  # an empty source, a field map no row matches: one line, before any work
     version_id, inputs = plan_curation_task(config)
     missing = not Store(config.store).has_version(version_id)
+    if missing:  # an empty source, a field map no row matches: one line, before any work (a stored version passed)
+        check_sources(config.sources)
     version = curate_dataset_task.with_options(refresh_cache=missing)(config, version_id, inputs)
     publish_dataset_task(config.store, version_id)
     report_curation_task(version, config.store)
