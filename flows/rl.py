@@ -11,6 +11,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.prefect_ui import ConfigForm, flow_run_namer, one_line_failures, short_name
+from storage import paths
 from storage.checkpoints import recorded_checkpoint_id
 from storage.keys import hash_file, hash_json, short_id
 from storage.refs import data_ref
@@ -133,7 +134,8 @@ def ablate(model: str, data: str, out: str, benchmark: str,
                                       "arm": r["arm"], "settings": r["settings"], "loss": r["loss"],
                                       "seed": r["seed"], "checkpoint": r["checkpoint"],
                                       "final_avg_at_k": r["final_avg_at_k"], "best_avg_at_k": r["best_avg_at_k"],
-                                      "steps": r["steps"], "benchmark": benchmark, "created": created})
+                                      "steps": r["steps"], "benchmark": paths.recorded(benchmark),  # any cwd
+                                      "created": created})
     return {"table": table, "pairs": pairs, "chart": str(chart)}
 
 

@@ -29,7 +29,8 @@ def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path,
                    save_every=2, domains=("math",))
     out, store = tmp_path / "runs", str(tmp_path / "store")
     monkeypatch.setenv("KLEAR_STORE", store)  # data is a file: rows go to the default store
-    kw = dict(model=str(model), data=str(data), out=str(out), benchmark=str(bench),
+    monkeypatch.chdir(tmp_path)  # the benchmark named relative to it: the catalog records it absolute
+    kw = dict(model=str(model), data=str(data), out=str(out), benchmark=bench.name,
               vary={"loss": ["gppo", "grpo"]}, config=cfg)
 
     first = ablate(seeds=[1], **kw)
@@ -43,6 +44,9 @@ def test_ablation_runs_are_cached_and_an_added_seed_trains_only_itself(tmp_path,
         "SELECT ablation, arm, seed FROM ablations ORDER BY ablation, arm, seed").fetchall()
     before = rows()
     assert len(before) == 2
+    recorded = duckdb.connect(f"{store}/catalog.duckdb", read_only=True).execute(
+        "SELECT DISTINCT benchmark FROM ablations").fetchall()
+    assert recorded == [(str(bench.resolve()),)]
 
     again = ablate(seeds=[1], **kw)
     assert again == first and _metrics_stamp(out) == stamps and rows() == before
