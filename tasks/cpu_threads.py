@@ -8,10 +8,14 @@ with busy processes run several times slower than one. The rule, rechecked every
 
 with `cpus` the CPUs this process may run on (sched_getaffinity) and `others` the CPU-seconds per second
 that everything but this process used since the last check (/proc/stat busy time minus this process's
-own CPU time). The 0.25 lets a core that others use only a little still count as free. Thread count
-does not change results (tests/training/test_cpu_threads.py trains with 1 and 2 threads and compares the
-weights), so the choice only changes speed. `OMP_NUM_THREADS` or `KLEAR_TORCH_THREADS` set by the user
-pins the count and turns the rule off.
+own CPU time). The 0.25 lets a core that others use only a little still count as free.
+
+The count can change results: torch's CPU kernels split some sums across their threads (a weight's gradient
+sums over every token of the micro-batch, a norm's over the batch), so another count adds in another order.
+At tests/training/test_sft.py's small shapes 1 and 2 threads train the same weights; at the demo's (8 × 256
+tokens a step) the gradients differ in the last bits and SFT's 1,858 steps carry that into other weights
+(docs/benchmarks.md). So a run's figures depend on the threads the machine's load gave it. `OMP_NUM_THREADS`
+or `KLEAR_TORCH_THREADS` set by the user pins the count and turns the rule off: the way to a run that repeats.
 """
 from __future__ import annotations
 

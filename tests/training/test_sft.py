@@ -207,7 +207,8 @@ def test_sigkill_mid_run_then_resume_gives_the_uninterrupted_curve(setup, tmp_pa
 
 
 def test_one_and_two_torch_threads_train_the_same_weights(setup, tmp_path, monkeypatch):
-    """The thread count follows the machine's load (tasks/cpu_threads.py), so it must not change results."""
+    """The thread count follows the machine's load (tasks/cpu_threads.py): at these small shapes it changes
+    no result (at the demo's it does: see that module's docstring)."""
     from safetensors.torch import load_file
 
     model, data, _ = setup
