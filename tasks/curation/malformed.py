@@ -5,11 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Mapping
 
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value for a one-line message: its repr (newlines escaped), cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+from tasks.records.messages import shown  # noqa: F401  (re-exported: schema.py, layouts)
 
 
 def shown_text(text: str, limit: int = 60) -> str:

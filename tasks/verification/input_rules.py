@@ -27,6 +27,7 @@ from typing import Any
 
 from sandbox.config import JudgeConfig
 from sandbox.judge import LANGUAGES
+from tasks.records.messages import shown
 
 MISSING_TESTS = "missing 'tests'"  # the invalid_tests reason of a row without tests (missing_tests)
 
@@ -43,12 +44,6 @@ def id_problem(row: dict) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         return f"id must be a string or an integer, got {type(value).__name__}"
     return None
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value as one short line of an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def id_key(value: Any) -> str:
