@@ -1,13 +1,17 @@
-"""bench/threads: SFT steps on CPU with busy processes beside them, torch's thread count chosen from the CPUs
-other processes leave free (tasks/cpu_threads.py, the default) vs pinned to every CPU (the baseline: torch's
-own default), in one run.
+"""bench/threads: SFT steps on CPU with busy processes beside them, under each of tasks/cpu_threads.py's
+thread policies, in one run:
+
+- `fixed`: every CPU of the process's affinity, OpenMP's passive waiting (the default, repeatable);
+- `fixed-spin`: the same count with OpenMP's own waiting (threads spin a while at every barrier: torch's
+  default, the baseline);
+- `auto`: the count follows the CPUs other processes leave free (KLEAR_TORCH_THREADS=auto).
 
     python bench/threads.py [--busy 6] [--steps 40] [--repeats 2]
 
 Each arm trains `--steps` SFT steps of the tiny preset model on the test suite's addition rows (batch 4,
-seq_len 256) in a child process, while `--busy` other processes spin; arms alternate (adaptive, pinned,
-adaptive, …). Prints each arm's wall seconds and CPU seconds per step and the ratio pinned / adaptive (> 1:
-the adaptive count is faster). Then the same pair idle (`--busy 0` arms), where the two must be close.
+seq_len 256) in a child process, while `--busy` other processes spin; arms alternate. Prints each arm's wall
+and CPU seconds and each arm's wall time over the baseline's (< 1: faster than torch's default). Then the
+same arms idle (`--busy 0`).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ ROWS = [{"problem": f"What is {a} plus {b}?", "response": f"<think>\n{a} + {b} =
         for a in range(16) for b in range(16)]
 CHILD = """
 import json, os, sys, time
+{first}
 sys.path.insert(0, {root!r})
 from tasks.training.sft import SFTConfig, train_sft
 t0, c0 = time.perf_counter(), os.times()
@@ -43,13 +48,16 @@ def spin(stop_at: float) -> None:
         pass
 
 
-def run_arm(model: str, data: str, work: Path, steps: int, pinned: bool, tag: str) -> dict:
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    env.pop("KLEAR_TORCH_THREADS", None)
-    if pinned:
-        env["KLEAR_TORCH_THREADS"] = str(len(os.sched_getaffinity(0)))
-    code = CHILD.format(root=str(ROOT), model=model, data=data, out=str(work / tag), steps=steps)
+ARMS = {"fixed": {}, "fixed-spin": {}, "auto": {"KLEAR_TORCH_THREADS": "auto"}}
+BASELINE = "fixed-spin"  # torch imported before the package: OpenMP reads its own default waiting policy
+
+
+def run_arm(model: str, data: str, work: Path, steps: int, arm: str, tag: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "KLEAR_TORCH_THREADS",
+                                                           "OMP_WAIT_POLICY")}
+    env.update(ARMS[arm])
+    code = CHILD.format(root=str(ROOT), model=model, data=data, out=str(work / tag), steps=steps,
+                        first="import torch" if arm == BASELINE else "")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -68,15 +76,14 @@ def main() -> None:
         data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
         model = str(init_model(work / "base", [r["problem"] + r["response"] for r in ROWS], seed=0))
         for busy in (args.busy, 0):
-            results: dict[str, list[dict]] = {"adaptive": [], "pinned": []}
+            results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
             for r in range(args.repeats):
-                for arm in ("adaptive", "pinned"):
+                for arm in ARMS:
                     spinners = [mp.Process(target=spin, args=(time.monotonic() + 3600,)) for _ in range(busy)]
                     for p in spinners:
                         p.start()
                     try:
-                        results[arm].append(run_arm(model, str(data), work, args.steps, arm == "pinned",
-                                                    f"{arm}-{busy}-{r}"))
+                        results[arm].append(run_arm(model, str(data), work, args.steps, arm, f"{arm}-{busy}-{r}"))
                     finally:
                         for p in spinners:
                             p.terminate()
@@ -85,8 +92,8 @@ def main() -> None:
             cpu = {a: statistics.median(x["cpu"] for x in v) for a, v in results.items()}
             print(f"busy processes: {busy}, {args.steps} steps, median of {args.repeats}")
             for a in results:
-                print(f"  {a:9s} wall {wall[a]:7.1f} s ({wall[a] / args.steps:.2f} s/step)  cpu {cpu[a]:7.1f} s")
-            print(f"  pinned / adaptive wall: x{wall['pinned'] / wall['adaptive']:.2f}")
+                print(f"  {a:10s} wall {wall[a]:7.1f} s ({wall[a] / args.steps:.2f} s/step)  cpu {cpu[a]:7.1f} s"
+                      f"  wall / {BASELINE}'s: x{wall[a] / wall[BASELINE]:.2f}")
 
 
 if __name__ == "__main__":

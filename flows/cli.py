@@ -12,6 +12,7 @@ from flows import cli_curate, cli_eval, cli_model, cli_pipeline, cli_rl, cli_sft
 from flows.cli_common import (INTERRUPTED, UserError, click_exceptions, fault_line, note_interrupts,
                               prefect_env_defaults)
 from flows.cli_config_options import refuse_non_finite_flags
+from tasks.cpu_threads import thread_setting
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -50,6 +51,11 @@ def main() -> None:
     prefect_env_defaults()
     note_interrupts()
     fit_help_to_terminal()
+    try:
+        thread_setting()  # KLEAR_TORCH_THREADS, read by every loop on CPU: one line before any work
+    except ValueError as e:
+        print(f"klear: error: {e}", file=sys.stderr)
+        sys.exit(2)
     try:
         rv = app(standalone_mode=False)
         if INTERRUPTED.is_set():  # typer returns Ctrl-C's KeyboardInterrupt as a silent 130

@@ -1,21 +1,28 @@
-"""How many torch threads a training or generation loop should use: the CPUs other processes leave free.
+"""How many torch threads a training or generation loop on CPU uses, and how they wait.
 
-torch's intra-op threads meet at the end of every parallel region; on a core that another process holds,
-the thread that is not scheduled makes the others spin until it is, so two threads on two cores shared
-with busy processes run several times slower than one. The rule, rechecked every `interval_s`:
+The count is part of a run's arithmetic: torch's CPU kernels split some sums across their threads (a
+weight's gradient sums over every token of the micro-batch, a norm's over the batch), so another count adds
+in another order. At the demo's shapes (8 × 256 tokens a step) 1 and 2 threads give gradients that differ in
+the last bits, and SFT's 1,858 steps carry that into other weights and another held-out figure. So the count
+is chosen from the machine, never from its load, and a run repeats on its machine whatever else runs there:
 
-    threads = clamp(floor(cpus - others + 0.25), 1, cpus)
+- default: a fixed count, the CPUs this process may run on (sched_getaffinity);
+- `KLEAR_TORCH_THREADS=N` (or `OMP_NUM_THREADS=N`): N;
+- `KLEAR_TORCH_THREADS=auto`: the count follows the load, for speed on busy cores at the cost of
+  repeatability. torch's intra-op threads meet at the end of every parallel region; on a core that another
+  process holds, the thread that is not scheduled makes the others wait until it is. The rule, rechecked
+  every `interval_s`:
 
-with `cpus` the CPUs this process may run on (sched_getaffinity) and `others` the CPU-seconds per second
-that everything but this process used since the last check (/proc/stat busy time minus this process's
-own CPU time). The 0.25 lets a core that others use only a little still count as free.
+      threads = clamp(floor(cpus - others + 0.25), 1, cpus)
 
-The count can change results: torch's CPU kernels split some sums across their threads (a weight's gradient
-sums over every token of the micro-batch, a norm's over the batch), so another count adds in another order.
-At tests/training/test_sft.py's small shapes 1 and 2 threads train the same weights; at the demo's (8 × 256
-tokens a step) the gradients differ in the last bits and SFT's 1,858 steps carry that into other weights
-(docs/benchmarks.md). So a run's figures depend on the threads the machine's load gave it. `OMP_NUM_THREADS`
-or `KLEAR_TORCH_THREADS` set by the user pins the count and turns the rule off: the way to a run that repeats.
+  with `cpus` as above and `others` the CPU-seconds per second that everything but this process used since
+  the last check (/proc/stat busy time minus this process's own CPU time). The 0.25 lets a core that others
+  use only a little still count as free.
+
+How the threads wait: OpenMP's own policy spins at every barrier before it sleeps, which on busy cores burns
+the CPU the late thread needs. They sleep instead (OMP_WAIT_POLICY=PASSIVE) unless the user chose a policy;
+OpenMP reads it once, when torch is first imported, so the package sets it when it is imported
+(tasks/__init__.py). bench/threads.py measures the policies side by side (docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PIN_VARS = ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS")
+FOLLOW_LOAD = "auto"  # KLEAR_TORCH_THREADS's value for the load-following count
 
 
 def threads_for(cpus: int, others: float) -> int:
@@ -41,12 +49,26 @@ def usable_cpus() -> int:
 
 
 def pinned_threads() -> int | None:
-    """The thread count the user pinned through the environment, or None."""
+    """The thread count the user pinned through the environment, or None. A KLEAR_TORCH_THREADS that is
+    neither a count nor "auto" is a ValueError naming it (OMP_NUM_THREADS is OpenMP's: one it cannot use
+    is left to it)."""
     for var in PIN_VARS:
         value = os.environ.get(var, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
+        if var == PIN_VARS[0] and value and value.lower() != FOLLOW_LOAD:
+            raise ValueError(f"{var}={value!r}: give a thread count (1, 2, ...) or {FOLLOW_LOAD}")
     return None
+
+
+def follows_load() -> bool:
+    """Whether the user asked for the load-following count (KLEAR_TORCH_THREADS=auto)."""
+    return os.environ.get(PIN_VARS[0], "").strip().lower() == FOLLOW_LOAD
+
+
+def thread_setting() -> int | str:
+    """What a loop will use: the fixed count (pinned, else every usable CPU), or "auto"."""
+    return FOLLOW_LOAD if follows_load() else pinned_threads() or usable_cpus()
 
 
 def system_busy_seconds() -> float | None:
@@ -67,8 +89,9 @@ def own_cpu_seconds() -> float:
 
 @dataclass
 class ThreadGovernor:
-    """Call once per step: sets torch's thread count by the rule above, at most every `interval_s`;
-    returns the count in use."""
+    """Sets torch's thread count (the module's policy) when made; then call once per step: with
+    KLEAR_TORCH_THREADS=auto it follows the load by the rule above, at most every `interval_s`; returns the
+    count in use. `.setting` is what a run records: the fixed count, or "auto"."""
 
     interval_s: float = 5.0
     probe_s: float = 0.2  # the first look, before the first step: others' load over this long
@@ -86,11 +109,11 @@ class ThreadGovernor:
             import torch  # only where a loop runs: the CLI's start-up does not load torch
 
             self.set_threads = torch.set_num_threads
-        pinned = pinned_threads()
-        self.pinned = pinned is not None
-        self._apply(pinned or self.cpus)
+        self.follows_load = follows_load()
+        self._apply(self.cpus if self.follows_load else pinned_threads() or self.cpus)
+        self.setting: int | str = FOLLOW_LOAD if self.follows_load else self.threads
         self._last = (self.clock(), self.system_busy(), self.own_cpu())
-        if not self.pinned and self.probe_s > 0:
+        if self.follows_load and self.probe_s > 0:
             self.sleep(self.probe_s)
             self._check()
 
@@ -100,7 +123,7 @@ class ThreadGovernor:
             self.threads = n
 
     def __call__(self) -> int:
-        if self.pinned:
+        if not self.follows_load:
             return self.threads
         if self.clock() - self._last[0] >= self.interval_s:
             self._check()

@@ -11,8 +11,16 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # process tests run one at a time and results are cached per store, so sharing it changes no outcome; the
 # tests that need a fresh home (the telemetry notice, two curations racing) still make their own.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="klear-test-prefect-home-")
+# a process of the suite (and each command it starts) that dies by a fatal signal prints every thread's stack
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 # training on a file records its checkpoint in the default store: keep that out of the checkout
 os.environ.setdefault("KLEAR_STORE", tempfile.mkdtemp(prefix="klear-test-store-"))
+# torch's thread count on CPU is every CPU by default (tasks/cpu_threads.py); with several test processes each
+# takes its share instead (and the commands it starts inherit it), or they would wait on each other's cores
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and not any(
+        os.environ.get(v) for v in ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS")):
+    os.environ["KLEAR_TORCH_THREADS"] = str(max(1, len(os.sched_getaffinity(0))
+                                                // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")

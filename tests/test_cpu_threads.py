@@ -1,7 +1,11 @@
-"""The thread rule (tasks/cpu_threads.py) on a scripted clock and CPU counters."""
+"""The thread policy (tasks/cpu_threads.py) on a scripted clock and CPU counters."""
+import os
+import subprocess
+import sys
+
 import pytest
 
-from tasks.cpu_threads import ThreadGovernor, pinned_threads, system_busy_seconds, threads_for
+from tasks.cpu_threads import ThreadGovernor, pinned_threads, system_busy_seconds, thread_setting, threads_for
 
 
 @pytest.mark.parametrize("cpus,others,expected", [(2, 0.0, 2), (2, 0.2, 2), (2, 0.9, 1), (2, 6.0, 1),
@@ -22,9 +26,11 @@ class Script:
         self.busy += seconds * self.others_while_asleep
 
 
-def governor(script, monkeypatch, **kw):
+def governor(script, monkeypatch, follow_load=True, **kw):
     for var in ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS"):
         monkeypatch.delenv(var, raising=False)
+    if follow_load:
+        monkeypatch.setenv("KLEAR_TORCH_THREADS", "auto")
     return ThreadGovernor(interval_s=5.0, cpus=2, set_threads=script.calls.append, clock=lambda: script.now,
                           system_busy=lambda: script.busy, own_cpu=lambda: script.own, sleep=script.sleep, **kw)
 
@@ -41,6 +47,32 @@ def test_busy_neighbours_take_threads_away_and_give_them_back(monkeypatch):
     assert g() == 2 and s.calls == [2, 1, 2]
 
 
+def test_by_default_the_count_is_every_cpu_whatever_the_load(monkeypatch):
+    """The count is part of the arithmetic, so a run repeats only if its count does not follow the load."""
+    s = Script()
+    s.others_while_asleep = 2.0
+    g = governor(s, monkeypatch, follow_load=False)
+    assert g() == 2 and g.setting == 2
+    s.now, s.busy = 100.0, s.busy + 1_000.0  # others keep both CPUs busy
+    assert g() == 2 and s.calls == [2]
+    assert thread_setting() == len(os.sched_getaffinity(0))
+
+
+def test_auto_is_recorded_as_auto(monkeypatch):
+    s = Script()
+    g = governor(s, monkeypatch)
+    assert g.setting == "auto" and thread_setting() == "auto"
+
+
+def test_openmp_waits_passively_unless_the_user_chose():
+    code = "import os, tasks; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+                                   check=True).stdout.strip()
+    assert run(env) == "PASSIVE"
+    assert run({**env, "OMP_WAIT_POLICY": "active"}) == "active"
+
+
 def test_the_first_look_happens_before_the_first_step(monkeypatch):
     s = Script()
     s.others_while_asleep = 2.0  # both CPUs busy with other work
@@ -54,9 +86,9 @@ def test_a_pinned_count_is_kept(monkeypatch):
     g = ThreadGovernor(cpus=2, set_threads=s.calls.append, clock=lambda: s.now, system_busy=lambda: s.busy,
                        own_cpu=lambda: s.own)
     s.now, s.busy = 100.0, 10_000.0
-    assert g() == 1 and s.calls == [1]
+    assert g() == 1 and s.calls == [1] and g.setting == 1
     monkeypatch.setenv("KLEAR_TORCH_THREADS", "3")
-    assert pinned_threads() == 3
+    assert pinned_threads() == 3 and thread_setting() == 3
 
 
 def test_the_system_counter_moves_with_work():

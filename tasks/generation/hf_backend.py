@@ -282,11 +282,11 @@ class HFGenerator:
         self.last_decode: DecodeReport | None = None  # what the lean loop's last batch ran
         self.memory_budget_bytes = memory_budget_bytes  # None: batches of batch_size rows (decode_memory.py)
         self.context_length = getattr(model.config, "max_position_embeddings", None)
-        self._threads = None  # on CPU: torch threads follow the CPUs others leave free (tasks/cpu_threads.py)
+        self._threads = None  # on CPU: torch's thread count by tasks/cpu_threads.py's policy
 
     def _govern_threads(self) -> None:
-        """On CPU, before each batch: the thread count of tasks/cpu_threads.py's rule (it rechecks at most
-        every few seconds). The samples do not depend on it (tests/generation/test_hf_backend.py)."""
+        """On CPU, before each batch: the thread count of tasks/cpu_threads.py's policy (fixed, or with
+        KLEAR_TORCH_THREADS=auto rechecked at most every few seconds). The samples do not depend on it (tests/generation/test_hf_backend.py)."""
         if next(self.model.parameters()).device.type != "cpu":
             return
         if self._threads is None:

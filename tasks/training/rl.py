@@ -145,22 +145,22 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     if ckpt is not None:
         step = load_training_state(ckpt, model, opt, sched)  # weights, optimizer, schedule
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
+    # one process on CPU with transformers rollouts: torch's thread count by tasks/cpu_threads.py's policy
+    # (vLLM's CPU worker sets its own; ranks get their share)
+    threads = (ThreadGovernor() if device.type == "cpu" and ctx.world_size == 1 and cfg.backend == "hf"
+               else None)
     if ctx.is_main:
         (out / "rl_config.json").write_text(json.dumps({
             "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "requested": requested,
             "lr": lr,
             "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
-            "world_size": ctx.world_size}, indent=2))
+            "world_size": ctx.world_size, "torch_threads": threads.setting if threads else None}, indent=2))
         # every problem of the data with its fate (kept, or why not), by id: one fate per row
         (out / "selection.jsonl").write_text("".join(json.dumps(f) + "\n" for f in selection.fates))
     own_graders = graders is None
     graders = {} if own_graders else graders
     report = StepProgress(f"rl {cfg.loss}", start_step=step) if ctx.is_main else None
     watchdog = StepWatchdog(cfg.step_timeout_s if ctx.world_size > 1 else 0, ctx.rank)
-    # one process on CPU with transformers rollouts: torch threads = the CPUs others leave free (vLLM's CPU
-    # worker sets its own; ranks get their share)
-    threads = (ThreadGovernor() if device.type == "cpu" and ctx.world_size == 1 and cfg.backend == "hf"
-               else None)
     if cfg.step_timeout_s and ctx.world_size == 1:
         log.info("step_timeout_s limits runs of several processes; this one process runs without it")
     try:

@@ -178,20 +178,21 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     if ckpt is not None:
         step = load_training_state(ckpt, model, opt, sched)  # weights, optimizer, schedule
     metrics = MetricsLog(out, resume_from_step=step if ckpt else None) if ctx.is_main else None
+    # one process on CPU: torch's thread count by tasks/cpu_threads.py's policy (ranks get their share instead)
+    threads = ThreadGovernor() if ctx.device.type == "cpu" and ctx.world_size == 1 else None
     if ctx.is_main:
         (out / "sft_config.json").write_text(json.dumps({
             "model": str(model_dir), "data": str(data), "dataset": rows.dataset, "config": asdict(cfg),
             "requested": requested,
             "lr": lr, "total_steps": total, "examples": len(examples), "responses": response_counts,
-            "world_size": ctx.world_size, "batch_size": cfg.batch_size, "batch_size_auto": auto_note}, indent=2))
+            "world_size": ctx.world_size, "batch_size": cfg.batch_size, "batch_size_auto": auto_note,
+            "torch_threads": threads.setting if threads else None}, indent=2))
 
     losses: list[float] = []
     truncated = 0
     model.train()
     done_before = 0
     report = StepProgress("sft", start_step=step) if ctx.is_main else None  # main rank only
-    # one process on CPU: torch threads = the CPUs other processes leave free (ranks get their share instead)
-    threads = ThreadGovernor() if ctx.device.type == "cpu" and ctx.world_size == 1 else None
     try:
         for epoch in range(cfg.epochs):
             packs, trunc = pack_examples(examples, cfg.seq_len, pad, cfg.seed, epoch)

@@ -170,6 +170,12 @@ def test_a_store_from_the_environment_that_is_a_file(fx):
     assert_one_line(r, f"$KLEAR_STORE {fx['file']}: is a file")
 
 
+@pytest.mark.parametrize("command", ["sft", "curate"])
+def test_a_thread_count_from_the_environment_that_is_no_count(fx, command):
+    r = klear(*_args(fx, command), env={"KLEAR_TORCH_THREADS": "two"})
+    assert_one_line(r, "KLEAR_TORCH_THREADS='two': give a thread count (1, 2, ...) or auto")
+
+
 def test_curate_verify_code_into_a_store_under_a_file(fx):
     store = fx["file"] / "s"
     assert_one_line(klear(*_args(fx, "curate", **{"--store": store}), "--verify-code"), f"--store {store}: ")
@@ -325,7 +331,7 @@ def test_curate_keeps_going_past_bad_rows_and_records_each_with_its_row(fx, tmp_
     src.write_text('{"problem": "p ok one two three", "answer": "3"}\n{oops\n"just a string"\n'
                    '{"problem": "p nan", "answer": NaN}\n{"problem": "p inf", "answer": Infinity}\n')
     r = klear("curate", "--source", f"s={src}", "--store", tmp_path / "store", env=session_api)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 0 and "Traceback" not in r.stderr, (r.returncode, r.stderr, r.stdout[-2000:])
     con = duckdb.connect(str(tmp_path / "store" / "catalog.duckdb"), read_only=True)
     dropped = con.sql("select row, reason, detail from dropped order by row").fetchall()
     assert [(row, reason) for row, reason, _ in dropped] == [(2, "malformed"), (3, "malformed"), (4, "malformed"),

@@ -39,6 +39,9 @@ def test_rl_runs_and_logs_metrics(sft_model, tmp_path):
                 "grad_norm", "filtered_group_frac", "loss"):
         assert key in m, key
     assert (tmp_path / "rl" / "reward.png").exists() and (tmp_path / "rl" / "config.json").exists()
+    from tasks.cpu_threads import thread_setting  # the run records the count it used (a CPU run's arithmetic)
+
+    assert json.loads((tmp_path / "rl" / "rl_config.json").read_text())["torch_threads"] == thread_setting()
 
 
 def test_kill_and_resume_gives_the_same_continuation(sft_model, tmp_path):
