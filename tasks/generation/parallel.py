@@ -73,8 +73,9 @@ def worker_envs(nproc: int, gpus: Sequence[str], cores: int) -> list[dict[str, s
             raise ValueError(f"nproc {nproc} needs one GPU per process, but {len(gpus)} "
                              f"{'is' if len(gpus) == 1 else 'are'} visible")
         return [{"CUDA_VISIBLE_DEVICES": str(g)} for g in list(gpus)[:nproc]]
-    threads = str(max(1, cores // nproc))
-    return [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} for _ in range(nproc)]
+    threads = str(max(1, cores // nproc))  # also as KLEAR_TORCH_THREADS: the share over the user's count
+    return [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "KLEAR_TORCH_THREADS": threads}
+            for _ in range(nproc)]
 
 
 def nproc_problem(nproc: int) -> str | None:

@@ -30,7 +30,8 @@ def test_worker_envs_gpu_and_cpu():
     assert worker_envs(2, ["3", "5", "7"], cores=16) == [{"CUDA_VISIBLE_DEVICES": "3"}, {"CUDA_VISIBLE_DEVICES": "5"}]
     with pytest.raises(ValueError, match="nproc 3 needs one GPU per process, but 2 are visible"):
         worker_envs(3, ["0", "1"], cores=16)
-    assert worker_envs(3, [], cores=16) == [{"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5"}] * 3  # 16 // 3
+    assert worker_envs(3, [], cores=16) == [{"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5",  # 16 // 3
+                                             "KLEAR_TORCH_THREADS": "5"}] * 3
     assert worker_envs(4, [], cores=2)[0]["OMP_NUM_THREADS"] == "1"  # never below one thread
 
 
