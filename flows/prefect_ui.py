@@ -333,7 +333,13 @@ def _choices() -> dict[tuple[type, str], Choices]:
 
 def field_choices() -> dict[tuple[type, str], tuple]:
     """`_choices` with each registry read: (config type, field) → its values, in the registry's order."""
-    return {k: tuple(v() if callable(v) else v) for k, v in _choices().items()}
+    return {k: _values(v) for k, v in _choices().items()}
+
+
+def _values(choices: Choices) -> tuple:
+    """A choice's values, its registry read now: a form reads only the registries of its own fields (the
+    curate flow's form does not import torch for RL's losses)."""
+    return tuple(choices() if callable(choices) else choices)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,8 +360,7 @@ class ConfigForm:
     def __get_pydantic_json_schema__(self, core_schema, handler):
         schema = handler(core_schema)
         target = handler.resolve_ref_schema(schema)
-        choices = field_choices()
-        _describe(self.cls, target, handler, choices, set())
+        _describe(self.cls, target, handler, _choices(), set())
         props = target.get("properties", {})
         for name in self.hidden:  # off the form, still accepted (unknown keys are refused: STRICT_KEYS)
             if props.pop(name, None) is not None:
@@ -369,7 +374,7 @@ class ConfigForm:
         return schema
 
 
-def _describe(cls: type, schema: dict, handler, choices: Mapping, seen: set) -> None:
+def _describe(cls: type, schema: dict, handler, choices: Mapping[tuple[type, str], Choices], seen: set) -> None:
     """Descriptions and enums on `schema` (the JSON schema of dataclass `cls`), then on its nested configs."""
     from flows.cli_config_options import field_comments
 
@@ -381,7 +386,8 @@ def _describe(cls: type, schema: dict, handler, choices: Mapping, seen: set) -> 
         prop = schema["properties"].get(f.name)
         if prop is None:
             continue
-        inners, values = _dataclasses_in(hints.get(f.name)), choices.get((cls, f.name))
+        inners, listed = _dataclasses_in(hints.get(f.name)), choices.get((cls, f.name))
+        values = None if listed is None else _values(listed)
         if f.name in comments:
             prop.setdefault("description", comments[f.name])
         elif inners or values:  # no comment: what the type or the choices say

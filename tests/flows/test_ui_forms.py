@@ -111,3 +111,17 @@ def test_a_form_value_is_checked_by_the_config_not_the_form():
     cfg = _typed("config", {"sft": {"lr": 0.001}, "rl": {"loss": "grpo", "domains": ["math"]}}, adapters)
     assert isinstance(cfg.sft, SFTConfig) and cfg.sft.lr == 0.001
     assert isinstance(cfg.rl, RLConfig) and cfg.rl.loss == "grpo" and cfg.rl.domains == ("math",)
+
+
+def test_the_curate_and_verify_forms_do_not_load_torch():
+    """A form reads only its own fields' registries: curating or verifying does not pay for importing torch
+    (RL's losses are a torch registry)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from prefect.utilities.callables import parameter_schema; "
+            "from flows.curate import curate; from flows.verify import verify; "
+            "[parameter_schema(f).model_dump_for_openapi() for f in (curate, verify)]; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
