@@ -6,7 +6,7 @@ in another order. At the demo's shapes (8 × 256 tokens a step) 1 and 2 threads 
 the last bits, and SFT's 1,858 steps carry that into other weights and another held-out figure. So the count
 is chosen from the machine, never from its load, and a run repeats on its machine whatever else runs there:
 
-- default: a fixed count, the CPUs this process may run on (sched_getaffinity);
+- default: a fixed count, the CPUs this process may use (its affinity, capped by a cgroup CPU quota);
 - `KLEAR_TORCH_THREADS=N` (or `OMP_NUM_THREADS=N`): N;
 - `KLEAR_TORCH_THREADS=auto`: the count follows the load, for speed on busy cores at the cost of
   repeatability. torch's intra-op threads meet at the end of every parallel region; on a core that another
@@ -31,6 +31,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PIN_VARS = ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS")
 FOLLOW_LOAD = "auto"  # KLEAR_TORCH_THREADS's value for the load-following count
@@ -41,11 +42,46 @@ def threads_for(cpus: int, others: float) -> int:
     return max(1, min(cpus, math.floor(cpus - others + 0.25)))
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def cgroup_cpu_quota(root: Path = CGROUP_ROOT, own: str | None = None) -> float | None:
+    """The CPUs a cgroup quota gives this process (quota / period: a container's `--cpus`, a pod's CPU
+    limit), or None when there is none or no cgroup files. cgroup v2: `cpu.max` ("QUOTA PERIOD", or "max
+    PERIOD") in the process's own group (`own`: the `0::PATH` line of /proc/self/cgroup), else at the root;
+    v1: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us."""
+    if own is None:
+        try:
+            own = next((line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
+                        if line.startswith("0::")), "")
+        except OSError:
+            own = ""
+    for group in dict.fromkeys([root / own.lstrip("/"), root]):
+        try:
+            quota, period = (group / "cpu.max").read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        except (OSError, ValueError):
+            continue
+    for hierarchy in ("cpu", "cpu,cpuacct"):
+        try:
+            quota = int((root / hierarchy / "cpu.cfs_quota_us").read_text())
+            period = int((root / hierarchy / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        return quota / period if quota > 0 and period > 0 else None
+    return None
+
+
 def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask (else os.cpu_count()), capped by a cgroup CPU quota
+    rounded down (at least 1): threads beyond a quota are throttled for the rest of each period, and the
+    others wait for them at the next barrier."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return cpus if quota is None else max(1, min(cpus, math.floor(quota)))
 
 
 def pinned_threads() -> int | None:

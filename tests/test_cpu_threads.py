@@ -97,3 +97,30 @@ def test_the_system_counter_moves_with_work():
     for i in range(3_000_000):
         x += i
     assert before is not None and system_busy_seconds() > before
+
+
+@pytest.mark.parametrize("files,own,expected", [
+    ({"cpu.max": "max 100000\n"}, "", None),                                  # v2, no limit
+    ({"cpu.max": "250000 100000\n"}, "", 2.5),                                # v2 at the root (a container)
+    ({"pod/cpu.max": "150000 100000\n", "cpu.max": "max 100000"}, "/pod", 1.5),  # v2, the process's group
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, "", None),  # v1, no limit
+    ({"cpu,cpuacct/cpu.cfs_quota_us": "400000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, "", 4.0),
+    ({}, "", None),                                                           # no cgroup files
+])
+def test_a_cgroup_cpu_quota_is_read(tmp_path, files, own, expected):
+    from tasks.cpu_threads import cgroup_cpu_quota
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_quota(tmp_path, own=own) == expected
+
+
+@pytest.mark.parametrize("quota,expected", [(None, 8), (2.5, 2), (0.5, 1), (64.0, 8)])
+def test_a_quota_caps_the_cpus_rounded_down(monkeypatch, quota, expected):
+    """Threads past a quota are throttled for the rest of each period while the others wait at a barrier."""
+    import tasks.cpu_threads as ct
+
+    monkeypatch.setattr(ct.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(ct, "cgroup_cpu_quota", lambda: quota)
+    assert ct.usable_cpus() == expected

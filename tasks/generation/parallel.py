@@ -29,7 +29,8 @@ Rules:
   Completions cross the process boundary without logprobs (stages that split only grade texts).
 - Devices (`worker_envs`). GPUs visible: worker r sees only the r-th (CUDA_VISIBLE_DEVICES), so N must be
   at most the number of visible GPUs (ValueError otherwise). CPU: worker r runs torch (and OpenMP) with
-  max(1, cores // N) threads, so N workers share the cores instead of each taking all of them.
+  max(1, cores // N) threads (cores: tasks/cpu_threads.usable_cpus), so N workers share the cores instead
+  of each taking all of them.
 A generator here holds no engine between calls: `close()` has nothing to release.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ import queue
 import traceback
 from typing import Callable, Sequence
 
+from tasks.cpu_threads import usable_cpus
 from tasks.generation.base import Completion, SamplingParams, accepts, check_seeds
 from tasks.generation.engine import BACKENDS, open_engine
 from tasks.models.checks import check_model_dir, context_length
@@ -101,14 +103,6 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def cpu_cores() -> int:
-    """Cores this process may run on (its affinity mask, else os.cpu_count())."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _worker(rank: int, env: dict, model_dir: str, backend: str, engine_kw: dict, prompts: list[str],
             seeds: list[int], params: SamplingParams, offset: int, q, parent_pid: int) -> None:
     """One shard: environment first (before torch touches a device), then engine, generate, close. Ends
@@ -157,7 +151,7 @@ class ShardedGenerator:
         if backend not in BACKENDS:
             raise ValueError(f"ShardedGenerator needs a resolved backend (hf or vllm), not {backend!r}")
         self.model_dir, self.backend, self.nproc, self.engine_kw = str(model_dir), backend, nproc, engine_kw
-        self.envs = worker_envs(nproc, visible_gpus(), cpu_cores())
+        self.envs = worker_envs(nproc, visible_gpus(), usable_cpus())
         self.tok = AutoTokenizer.from_pretrained(self.model_dir)
         self.context_length = engine_kw.get("max_model_len") or context_length(self.model_dir)
 
