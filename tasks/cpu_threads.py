@@ -48,20 +48,29 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 def cgroup_cpu_quota(root: Path = CGROUP_ROOT, own: str | None = None) -> float | None:
     """The CPUs a cgroup quota gives this process (quota / period: a container's `--cpus`, a pod's CPU
     limit), or None when there is none or no cgroup files. cgroup v2: `cpu.max` ("QUOTA PERIOD", or "max
-    PERIOD") in the process's own group (`own`: the `0::PATH` line of /proc/self/cgroup), else at the root;
-    v1: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us."""
+    PERIOD") of the process's own group (`own`: the `0::PATH` line of /proc/self/cgroup) and of each group
+    above it up to `root`; the smallest quota holds. v1: cpu.cfs_quota_us (-1: none) over
+    cpu.cfs_period_us at the hierarchy's root (a container's own, where it has a namespace)."""
     if own is None:
         try:
             own = next((line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
                         if line.startswith("0::")), "")
         except OSError:
             own = ""
-    for group in dict.fromkeys([root / own.lstrip("/"), root]):
+    group, quotas, v2 = root / own.strip("/"), [], False
+    while True:
         try:
             quota, period = (group / "cpu.max").read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
+            v2 = True
+            if quota != "max" and int(period) > 0:
+                quotas.append(int(quota) / int(period))
         except (OSError, ValueError):
-            continue
+            pass
+        if group == root or root not in group.parents:
+            break
+        group = group.parent
+    if v2:
+        return min(quotas, default=None)
     for hierarchy in ("cpu", "cpu,cpuacct"):
         try:
             quota = int((root / hierarchy / "cpu.cfs_quota_us").read_text())
@@ -90,7 +99,7 @@ def pinned_threads() -> int | None:
     is left to it)."""
     for var in PIN_VARS:
         value = os.environ.get(var, "").strip()
-        if value.isdigit() and int(value) > 0:
+        if value.isdecimal() and value.isascii() and int(value) > 0:
             return int(value)
         if var == PIN_VARS[0] and value and value.lower() != FOLLOW_LOAD:
             raise ValueError(f"{var}={value!r}: give a thread count (1, 2, ...) or {FOLLOW_LOAD}")

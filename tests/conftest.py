@@ -15,12 +15,14 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="klear-test-prefect-home-")
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 # training on a file records its checkpoint in the default store: keep that out of the checkout
 os.environ.setdefault("KLEAR_STORE", tempfile.mkdtemp(prefix="klear-test-store-"))
-# torch's thread count on CPU is every CPU by default (tasks/cpu_threads.py); with several test processes each
-# takes its share instead (and the commands it starts inherit it), or they would wait on each other's cores
+# torch's thread count on CPU is every usable CPU by default (tasks/cpu_threads.py); with several test processes
+# each takes its share instead (and the commands it starts inherit it), or they would wait on each other's
+# cores. Importing the package first also sets OpenMP's waiting before any test module imports torch.
+from tasks.cpu_threads import usable_cpus  # noqa: E402
+
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and not any(
         os.environ.get(v) for v in ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS")):
-    os.environ["KLEAR_TORCH_THREADS"] = str(max(1, len(os.sched_getaffinity(0))
-                                                // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ["KLEAR_TORCH_THREADS"] = str(max(1, usable_cpus() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")

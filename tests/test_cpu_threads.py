@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from tasks.cpu_threads import ThreadGovernor, pinned_threads, system_busy_seconds, thread_setting, threads_for
+from tasks.cpu_threads import (ThreadGovernor, pinned_threads, system_busy_seconds, thread_setting, threads_for,
+                               usable_cpus)
 
 
 @pytest.mark.parametrize("cpus,others,expected", [(2, 0.0, 2), (2, 0.2, 2), (2, 0.9, 1), (2, 6.0, 1),
@@ -55,7 +56,7 @@ def test_by_default_the_count_is_every_cpu_whatever_the_load(monkeypatch):
     assert g() == 2 and g.setting == 2
     s.now, s.busy = 100.0, s.busy + 1_000.0  # others keep both CPUs busy
     assert g() == 2 and s.calls == [2]
-    assert thread_setting() == len(os.sched_getaffinity(0))
+    assert thread_setting() == usable_cpus()
 
 
 def test_auto_is_recorded_as_auto(monkeypatch):
@@ -82,6 +83,7 @@ def test_the_first_look_happens_before_the_first_step(monkeypatch):
 
 def test_a_pinned_count_is_kept(monkeypatch):
     s = Script()
+    monkeypatch.delenv("KLEAR_TORCH_THREADS", raising=False)  # the suite sets it (tests/conftest.py)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     g = ThreadGovernor(cpus=2, set_threads=s.calls.append, clock=lambda: s.now, system_busy=lambda: s.busy,
                        own_cpu=lambda: s.own)
@@ -89,6 +91,10 @@ def test_a_pinned_count_is_kept(monkeypatch):
     assert g() == 1 and s.calls == [1] and g.setting == 1
     monkeypatch.setenv("KLEAR_TORCH_THREADS", "3")
     assert pinned_threads() == 3 and thread_setting() == 3
+    for bad in ("0", "two", "\u00b2", "-1"):  # "²" is a digit to str.isdigit, not a count
+        monkeypatch.setenv("KLEAR_TORCH_THREADS", bad)
+        with pytest.raises(ValueError, match="KLEAR_TORCH_THREADS=.*: give a thread count"):
+            pinned_threads()
 
 
 def test_the_system_counter_moves_with_work():
@@ -103,6 +109,10 @@ def test_the_system_counter_moves_with_work():
     ({"cpu.max": "max 100000\n"}, "", None),                                  # v2, no limit
     ({"cpu.max": "250000 100000\n"}, "", 2.5),                                # v2 at the root (a container)
     ({"pod/cpu.max": "150000 100000\n", "cpu.max": "max 100000"}, "/pod", 1.5),  # v2, the process's group
+    ({"pod/init/cpu.max": "max 100000", "pod/cpu.max": "200000 100000", "cpu.max": "max 100000"}, "/pod/init",
+     2.0),                                                                    # v2: a group above holds it
+    ({"pod/cpu.max": "300000 100000", "cpu.max": "100000 100000"}, "/pod", 1.0),  # v2: the smallest holds
+    ({"cpu.max": "100000 0"}, "", None),                                      # v2, a period of 0: none
     ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, "", None),  # v1, no limit
     ({"cpu,cpuacct/cpu.cfs_quota_us": "400000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, "", 4.0),
     ({}, "", None),                                                           # no cgroup files

@@ -286,7 +286,8 @@ class HFGenerator:
 
     def _govern_threads(self) -> None:
         """On CPU, before each batch: the thread count of tasks/cpu_threads.py's policy (fixed, or with
-        KLEAR_TORCH_THREADS=auto rechecked at most every few seconds). The samples do not depend on it (tests/generation/test_hf_backend.py)."""
+        KLEAR_TORCH_THREADS=auto rechecked at most every few seconds). At the test suite's shapes the samples
+        do not depend on it (tests/generation/test_hf_backend.py)."""
         if next(self.model.parameters()).device.type != "cpu":
             return
         if self._threads is None:

@@ -42,7 +42,7 @@ import queue
 import traceback
 from typing import Callable, Sequence
 
-from tasks.cpu_threads import usable_cpus
+from tasks.cpu_threads import pinned_threads, usable_cpus
 from tasks.generation.base import Completion, SamplingParams, accepts, check_seeds
 from tasks.generation.engine import BACKENDS, open_engine
 from tasks.models.checks import check_model_dir, context_length
@@ -67,15 +67,16 @@ def shard_ranges(n_items: int, nproc: int, block: int = 1) -> list[range]:
     return out
 
 
-def worker_envs(nproc: int, gpus: Sequence[str], cores: int) -> list[dict[str, str]]:
+def worker_envs(nproc: int, gpus: Sequence[str], cores: int, most: int | None = None) -> list[dict[str, str]]:
     """The environment of each of `nproc` workers: one visible GPU each when `gpus` (the visible device
-    ids) is not empty, else an equal share of the `cores` as torch/OpenMP threads (module rule)."""
+    ids) is not empty, else an equal share of the `cores` as torch/OpenMP threads (module rule), at most
+    `most` (the count the user set for one process: KLEAR_TORCH_THREADS, OMP_NUM_THREADS)."""
     if gpus:
         if nproc > len(gpus):
             raise ValueError(f"nproc {nproc} needs one GPU per process, but {len(gpus)} "
                              f"{'is' if len(gpus) == 1 else 'are'} visible")
         return [{"CUDA_VISIBLE_DEVICES": str(g)} for g in list(gpus)[:nproc]]
-    threads = str(max(1, cores // nproc))  # also as KLEAR_TORCH_THREADS: the share over the user's count
+    threads = str(max(1, min(cores // nproc, most or cores)))  # also as KLEAR_TORCH_THREADS, over the user's
     return [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "KLEAR_TORCH_THREADS": threads}
             for _ in range(nproc)]
 
@@ -151,7 +152,7 @@ class ShardedGenerator:
         if backend not in BACKENDS:
             raise ValueError(f"ShardedGenerator needs a resolved backend (hf or vllm), not {backend!r}")
         self.model_dir, self.backend, self.nproc, self.engine_kw = str(model_dir), backend, nproc, engine_kw
-        self.envs = worker_envs(nproc, visible_gpus(), usable_cpus())
+        self.envs = worker_envs(nproc, visible_gpus(), usable_cpus(), pinned_threads())
         self.tok = AutoTokenizer.from_pretrained(self.model_dir)
         self.context_length = engine_kw.get("max_model_len") or context_length(self.model_dir)
 

@@ -33,6 +33,8 @@ def test_worker_envs_gpu_and_cpu():
     assert worker_envs(3, [], cores=16) == [{"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5",  # 16 // 3
                                              "KLEAR_TORCH_THREADS": "5"}] * 3
     assert worker_envs(4, [], cores=2)[0]["OMP_NUM_THREADS"] == "1"  # never below one thread
+    assert worker_envs(2, [], cores=16, most=1)[0]["KLEAR_TORCH_THREADS"] == "1"  # never above the user's count
+    assert worker_envs(2, [], cores=16, most=12)[0]["KLEAR_TORCH_THREADS"] == "8"
 
 
 def test_nproc_problem():
