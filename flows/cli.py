@@ -12,7 +12,7 @@ from flows import cli_curate, cli_eval, cli_model, cli_pipeline, cli_rl, cli_sft
 from flows.cli_common import (INTERRUPTED, UserError, click_exceptions, fault_line, note_interrupts,
                               prefect_env_defaults)
 from flows.cli_config_options import refuse_non_finite_flags
-from tasks.cpu_threads import thread_setting
+from tasks.cpu_threads import pinned_threads
 
 app = typer.Typer(name="klear", help="Klear-Reasoner post-training pipeline: curate, verify, SFT, RL, evaluate.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -52,7 +52,7 @@ def main() -> None:
     note_interrupts()
     fit_help_to_terminal()
     try:
-        thread_setting()  # KLEAR_TORCH_THREADS, read by every loop on CPU: one line before any work
+        pinned_threads()  # KLEAR_TORCH_THREADS, read by every loop on CPU: one line before any work
     except ValueError as e:
         print(f"klear: error: {e}", file=sys.stderr)
         sys.exit(2)

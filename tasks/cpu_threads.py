@@ -162,6 +162,18 @@ class ThreadGovernor:
             self.sleep(self.probe_s)
             self._check()
 
+    @staticmethod
+    def recorded(governor: "ThreadGovernor | None", on_cpu: bool) -> int | str | None:
+        """What a run records as its `torch_threads`: the governor's setting; without one (a rank, which
+        keeps torchrun's count) the count torch runs with on CPU; None on a GPU."""
+        if governor is not None:
+            return governor.setting
+        if not on_cpu:
+            return None
+        import torch
+
+        return torch.get_num_threads()
+
     def _apply(self, n: int) -> None:
         if n != self.threads:
             self.set_threads(n)

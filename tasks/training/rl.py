@@ -154,8 +154,8 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
             "model": model_dir, "data": data, "dataset": dataset, "config": asdict(cfg), "requested": requested,
             "lr": lr,
             "prompts": len(rows), "too_long_prompts": too_long, "selection": selection.as_dict(),
-            "world_size": ctx.world_size, "torch_threads": threads.setting if threads else (
-                torch.get_num_threads() if device.type == "cpu" else None)}, indent=2))
+            "world_size": ctx.world_size,
+            "torch_threads": ThreadGovernor.recorded(threads, device.type == "cpu")}, indent=2))
         # every problem of the data with its fate (kept, or why not), by id: one fate per row
         (out / "selection.jsonl").write_text("".join(json.dumps(f) + "\n" for f in selection.fates))
     own_graders = graders is None

@@ -186,8 +186,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
             "requested": requested,
             "lr": lr, "total_steps": total, "examples": len(examples), "responses": response_counts,
             "world_size": ctx.world_size, "batch_size": cfg.batch_size, "batch_size_auto": auto_note,
-            "torch_threads": threads.setting if threads else (
-                torch.get_num_threads() if ctx.device.type == "cpu" else None)}, indent=2))
+            "torch_threads": ThreadGovernor.recorded(threads, ctx.device.type == "cpu")}, indent=2))
 
     losses: list[float] = []
     truncated = 0
