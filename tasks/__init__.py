@@ -1,8 +1,9 @@
 """The pipeline's logic, importable without Prefect (flows/ runs it).
 
-On import, before any torch: OpenMP threads wait at a barrier by sleeping, not spinning
-(OMP_WAIT_POLICY=PASSIVE), unless the user chose a policy. tasks/cpu_threads.py says why.
+On import, before any torch: OpenMP threads spin only briefly at a barrier before they sleep
+(GOMP_SPINCOUNT, tasks/cpu_threads.py's `brief_spin`), unless the user chose a wait policy.
+tasks/cpu_threads.py says why.
 """
-import os as _os
+from tasks.cpu_threads import brief_spin as _brief_spin
 
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_brief_spin()

@@ -19,10 +19,14 @@ is chosen from the machine, never from its load, and a run repeats on its machin
   the last check (/proc/stat busy time minus this process's own CPU time). The 0.25 lets a core that others
   use only a little still count as free.
 
-How the threads wait: OpenMP's own policy spins at every barrier before it sleeps, which on busy cores burns
-the CPU the late thread needs. They sleep instead (OMP_WAIT_POLICY=PASSIVE) unless the user chose a policy;
-OpenMP reads it once, when torch is first imported, so the package sets it when it is imported
-(tasks/__init__.py). bench/threads.py measures the policies side by side (docs/benchmarks.md).
+How the threads wait: at the end of each parallel region a thread that is done waits for the others.
+GNU OpenMP (the runtime of torch's Linux wheels) spins GOMP_SPINCOUNT pause-loop turns before it sleeps:
+300,000 by default (about 3 ms; libgomp counts ~100,000 a millisecond), which on busy cores burns the CPU the late thread needs; 0 with
+OMP_WAIT_POLICY=PASSIVE, which makes every wake-up a futex call, and a CPU step of the demo's tiny model runs
+thousands of short regions. So the package sets a brief spin (`BRIEF_SPIN` turns, about 0.1 ms) unless the user set
+OMP_WAIT_POLICY or GOMP_SPINCOUNT; OpenMP reads it once, when torch is first imported, so it is set when the
+package is imported (tasks/__init__.py). How long a thread waits never changes what it computes.
+bench/threads.py measures the policies side by side (docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -35,6 +39,19 @@ from pathlib import Path
 
 PIN_VARS = ("KLEAR_TORCH_THREADS", "OMP_NUM_THREADS")
 FOLLOW_LOAD = "auto"  # KLEAR_TORCH_THREADS's value for the load-following count
+
+
+WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # a user's choice of how OpenMP threads wait
+BRIEF_SPIN = 10_000  # GNU OpenMP pause-loop turns before a waiting thread sleeps (module docstring): on 2
+#   cores at the demo's SFT shapes as fast idle as OpenMP's own 300,000, and on busy cores far from its
+#   slowdown (bench/threads.py; docs/benchmarks.md, 2026-12-06)
+
+
+def brief_spin(environ: dict | None = None) -> None:
+    """Set GOMP_SPINCOUNT to BRIEF_SPIN in `environ` (os.environ) unless a variable of WAIT_VARS is set."""
+    environ = os.environ if environ is None else environ
+    if not any(var in environ for var in WAIT_VARS):
+        environ["GOMP_SPINCOUNT"] = str(BRIEF_SPIN)
 
 
 def threads_for(cpus: int, others: float) -> int:

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tasks.cpu_threads import (ThreadGovernor, pinned_threads, system_busy_seconds, thread_setting, threads_for,
-                               usable_cpus)
+from tasks.cpu_threads import (BRIEF_SPIN, WAIT_VARS, ThreadGovernor, pinned_threads, system_busy_seconds,
+                               thread_setting, threads_for, usable_cpus)
 
 
 @pytest.mark.parametrize("cpus,others,expected", [(2, 0.0, 2), (2, 0.2, 2), (2, 0.9, 1), (2, 6.0, 1),
@@ -65,13 +65,14 @@ def test_auto_is_recorded_as_auto(monkeypatch):
     assert g.setting == "auto" and thread_setting() == "auto"
 
 
-def test_openmp_waits_passively_unless_the_user_chose():
-    code = "import os, tasks; print(os.environ['OMP_WAIT_POLICY'])"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+def test_openmp_spins_briefly_unless_the_user_chose_how_it_waits():
+    code = "import os, tasks; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    env = {k: v for k, v in os.environ.items() if k not in WAIT_VARS}
     run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
-                                   check=True).stdout.strip()
-    assert run(env) == "PASSIVE"
-    assert run({**env, "OMP_WAIT_POLICY": "active"}) == "active"
+                                   check=True).stdout.split()
+    assert run(env) == [str(BRIEF_SPIN), "None"]
+    assert run({**env, "OMP_WAIT_POLICY": "passive"}) == ["None", "passive"]  # the user's policy holds
+    assert run({**env, "GOMP_SPINCOUNT": "0"}) == ["0", "None"]
 
 
 def test_the_first_look_happens_before_the_first_step(monkeypatch):

@@ -14,9 +14,10 @@ ROOTS = ("sandbox", "storage", "tasks", "flows")
 # layer do not import each other (curation and verification both read rows through tasks.records).
 LAYERS = [
     ("sandbox", "storage"),
-    ("tasks.stats",),        # numbers only: the chart helpers beside it draw its intervals
+    ("tasks.stats", "tasks.cpu_threads"),  # numbers only: the chart helpers beside stats draw its intervals;
+    #   cpu_threads is standard library only, and the package sets OpenMP's waiting from it when imported
     ("tasks", "tasks.records", "tasks.progress", "tasks.dask_client", "tasks.process_lifetime",
-     "tasks.config_checks", "tasks.reporting", "tasks.prefect_tasks", "tasks.cpu_threads"),
+     "tasks.config_checks", "tasks.reporting", "tasks.prefect_tasks"),
     ("tasks.grading",),
     ("tasks.curation", "tasks.verification"),
     ("tasks.models",),       # below generation: a generator checks the model directory before it loads it
