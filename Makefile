@@ -1,6 +1,8 @@
 # Quickstart: `make demo` (whole pipeline on bundled data, tiny model, CPU) and `make test`.
 # Both create .venv at the repo root, install the project (editable), make sure a Docker engine answers
-# (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing.
+# (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing; the
+# engine and the image's root filesystem are made in the background while the project installs
+# (scripts/sandbox-prefetch.sh).
 # `make test` also installs vLLM 0.32.0 (the CPU build on a CPU torch) for the vLLM backend tests:
 # scripts/install-vllm.sh says how it coexists with Prefect 3.9. `make demo` does not need it.
 SHELL := /bin/bash
@@ -15,6 +17,7 @@ VLLM_STAMP := $(VENV)/.vllm-installed
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@bash scripts/sandbox-prefetch.sh $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)

@@ -108,11 +108,17 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def rootfs_tarball(config: ImageConfig) -> Path:
-    """The debootstrapped root as a tarball under the cache dir; created once (≈ 30 s), then reused."""
+def rootfs_path(config: ImageConfig) -> Path:
+    """Where the recipe's root filesystem tarball is cached: named by a hash of suite, variant, packages and
+    mirror."""
     key = hashlib.sha256(json.dumps([config.suite, config.variant, config.all_packages,
                                      config.mirror]).encode()).hexdigest()[:16]
-    out = config.cache_dir / f"rootfs-{config.suite}-{key}.tar"
+    return config.cache_dir / f"rootfs-{config.suite}-{key}.tar"
+
+
+def rootfs_tarball(config: ImageConfig) -> Path:
+    """The debootstrapped root as a tarball under the cache dir; created once (≈ 30 s), then reused."""
+    out = rootfs_path(config)
     if out.exists():
         return out
     if shutil.which("debootstrap") is None:
@@ -138,6 +144,26 @@ def rootfs_tarball(config: ImageConfig) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def prefetch_rootfs(config: ImageConfig | None = None) -> Path | None:
+    """Make the recipe's root filesystem tarball now (under the build lock, so a `build_image` started
+    meanwhile waits for it instead of running its own debootstrap), unless the image is already present;
+    None then. Standard library and the `docker` command only: `make` runs it with the new venv's bare
+    python in the background while the project installs (scripts/sandbox-prefetch.sh), so the image build
+    after the install only composes and imports."""
+    config = config or ImageConfig()
+    if config.tag or _listed_by_docker_cli(image_tag(config)):
+        return None
+    with _locked(config.cache_dir / "build.lock"):
+        return rootfs_tarball(config)
+
+
+def _listed_by_docker_cli(tag: str) -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0
+    except OSError:  # no docker command
+        return False
 
 
 def _user_lines(member: tarfile.TarInfo, data: bytes) -> bytes:

@@ -7,6 +7,14 @@ log=${KLEAR_DOCKERD_LOG:-/tmp/klear-dockerd.log}
 
 if docker info >/dev/null 2>&1; then exit 0; fi
 
+# one run at a time (make starts one in the background while the venv installs: sandbox-prefetch.sh);
+# a run that waited finds the engine the other started
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"${TMPDIR:-/tmp}/klear-ensure-docker.lock"
+  flock 9
+  if docker info >/dev/null 2>&1; then exit 0; fi
+fi
+
 if [ "$(id -u)" != 0 ] || [ ! -f /etc/debian_version ]; then
   echo "ensure-docker: no Docker engine answers 'docker info'; start one (e.g. 'sudo systemctl start docker') and retry" >&2
   exit 1

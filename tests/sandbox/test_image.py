@@ -1,10 +1,14 @@
 """Image recipe hashing and the rootfs -> image tarball step, on a tiny fake rootfs. No Docker."""
+import fcntl
 import io
 import tarfile
+import threading
 from dataclasses import replace
 
-from sandbox.image import (RUNNER_IN_IMAGE, RUNNER_PATH, SANDBOX_UID, ImageConfig, compose_image_tar,
-                           image_tag, recipe_hash)
+import pytest
+
+from sandbox.image import (RUNNER_IN_IMAGE, RUNNER_PATH, SANDBOX_UID, ImageConfig, compose_image_tar, ensure_image,
+                           image_tag, prefetch_rootfs, recipe_hash, rootfs_path)
 
 
 def test_tag_is_a_hash_of_the_recipe(tmp_path):
@@ -47,3 +51,24 @@ def test_compose_adds_runner_and_user_strips_setuid_and_trims(tmp_path):
         runner = members[RUNNER_IN_IMAGE.lstrip("/")]
         assert tar.extractfile(runner).read() == RUNNER_PATH.read_bytes() and runner.mode == 0o644
         assert members["opt/klear"].isdir()
+
+
+def test_prefetch_waits_for_the_build_lock_then_gives_the_cached_rootfs(tmp_path):
+    config = ImageConfig(repository="klear-sandbox-never-built", cache_dir=tmp_path)
+    rootfs_path(config).write_bytes(b"a cached root filesystem")  # debootstrap would make it
+    done: list = []
+    with open(tmp_path / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another build holds the lock
+        worker = threading.Thread(target=lambda: done.append(prefetch_rootfs(config)))
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and not done
+    worker.join(30)
+    assert done == [rootfs_path(config)]
+
+
+@pytest.mark.docker
+def test_prefetch_leaves_a_present_image_alone(tmp_path):
+    config = ImageConfig(cache_dir=tmp_path / "cache")
+    ensure_image(replace(config, cache_dir=ImageConfig().cache_dir))  # the suite's image
+    assert prefetch_rootfs(config) is None and not (tmp_path / "cache").exists()
