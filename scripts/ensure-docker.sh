@@ -10,7 +10,7 @@ if docker info >/dev/null 2>&1; then exit 0; fi
 # one run at a time (make starts one in the background while the venv installs: sandbox-prefetch.sh);
 # a run that waited finds the engine the other started
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"${TMPDIR:-/tmp}/klear-ensure-docker.lock"
+  exec 9>"${TMPDIR:-/tmp}/klear-ensure-docker-$(id -u).lock"
   flock 9
   if docker info >/dev/null 2>&1; then exit 0; fi
 fi
