@@ -77,6 +77,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
+    if args.steps <= 3:
+        ap.error("--steps: more than 3 (the first 3 steps of each arm are left out)")
     from tasks.models.factory import init_model
 
     with tempfile.TemporaryDirectory(prefix="klear-bench-threads-") as tmp:

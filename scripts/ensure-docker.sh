@@ -8,10 +8,15 @@ log=${KLEAR_DOCKERD_LOG:-/tmp/klear-dockerd.log}
 if docker info >/dev/null 2>&1; then exit 0; fi
 
 # one run at a time (make starts one in the background while the venv installs: sandbox-prefetch.sh);
-# a run that waited finds the engine the other started
+# a run that waited finds the engine the other started. dockerd is started without the lock's descriptor,
+# so the lock ends with the run that took it.
+lock="${TMPDIR:-/tmp}/klear-ensure-docker-$(id -u).lock"
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"${TMPDIR:-/tmp}/klear-ensure-docker-$(id -u).lock"
-  flock 9
+  exec 9>"$lock"
+  if ! flock -w 600 9; then
+    echo "ensure-docker: another ensure-docker run held $lock for 10 minutes; is apt or dockerd stuck?" >&2
+    exit 1
+  fi
   if docker info >/dev/null 2>&1; then exit 0; fi
 fi
 
@@ -32,7 +37,7 @@ fi
 
 if ! pgrep -x dockerd >/dev/null 2>&1; then
   echo "ensure-docker: starting dockerd (log: $log)" >&2
-  setsid dockerd >"$log" 2>&1 < /dev/null &
+  setsid dockerd >"$log" 2>&1 < /dev/null 9>&- &
 fi
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then exit 0; fi

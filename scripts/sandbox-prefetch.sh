@@ -8,7 +8,7 @@
 # Usage: scripts/sandbox-prefetch.sh PYTHON
 set -uo pipefail
 py=${1:-python3}
-log=${KLEAR_PREFETCH_LOG:-/tmp/klear-sandbox-prefetch.log}
+log=${KLEAR_PREFETCH_LOG:-${TMPDIR:-/tmp}/klear-sandbox-prefetch-$(id -u).log}
 cd "$(dirname "$0")/.."
 (
   bash scripts/ensure-docker.sh &&

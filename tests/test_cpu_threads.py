@@ -75,6 +75,14 @@ def test_openmp_spins_briefly_unless_the_user_chose_how_it_waits():
     assert run({**env, "GOMP_SPINCOUNT": "0"}) == ["0", "None"]
 
 
+def test_torchs_openmp_reads_the_brief_spin():
+    """The package sets it before torch loads its OpenMP runtime, which reads it once (OMP_DISPLAY_ENV)."""
+    env = {k: v for k, v in os.environ.items() if k not in WAIT_VARS}
+    err = subprocess.run([sys.executable, "-c", "import tasks, torch; torch.ones(4).sum()"],
+                         env={**env, "OMP_DISPLAY_ENV": "verbose"}, capture_output=True, text=True, check=True).stderr
+    assert f"GOMP_SPINCOUNT = '{BRIEF_SPIN}'" in err
+
+
 def test_the_first_look_happens_before_the_first_step(monkeypatch):
     s = Script()
     s.others_while_asleep = 2.0  # both CPUs busy with other work

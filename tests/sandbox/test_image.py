@@ -1,9 +1,13 @@
 """Image recipe hashing and the rootfs -> image tarball step, on a tiny fake rootfs. No Docker."""
 import fcntl
 import io
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -59,12 +63,23 @@ def test_prefetch_waits_for_the_build_lock_then_gives_the_cached_rootfs(tmp_path
     done: list = []
     with open(tmp_path / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another build holds the lock
-        worker = threading.Thread(target=lambda: done.append(prefetch_rootfs(config)))
+        worker = threading.Thread(target=lambda: done.append((prefetch_rootfs(config), time.monotonic())))
         worker.start()
         worker.join(0.5)
-        assert worker.is_alive() and not done
+        released = time.monotonic()
     worker.join(30)
-    assert done == [rootfs_path(config)]
+    assert done and done[0][0] == rootfs_path(config)
+    assert done[0][1] >= released  # it returned only once the lock was free
+
+
+def test_prefetch_imports_nothing_but_the_standard_library():
+    """make runs prefetch_rootfs with the new venv's bare python, before the project installs."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import sandbox.image; "
+            "print(sorted({m.split('.')[0] for m in sys.modules}"
+            " - set(sys.stdlib_module_names) - {'sandbox', '__main__'}))")
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(Path(__file__).resolve().parents[2])],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
 
 
 @pytest.mark.docker
