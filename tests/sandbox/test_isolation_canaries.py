@@ -324,13 +324,16 @@ for fd in open_fds():
 def f(x):
     return -1
 '''
-HUGE_LITERAL = "x = [" + "0," * 1_000_000 + "]\nprint('wrong')\n"  # compiling it takes ≈ 2 s of CPU
+HUGE_LITERAL = "x = [" + "0," * 1_000_000 + "]\nprint('wrong')\n"  # compiling it takes 1.2-2.5 s of CPU here
+# A CPU limit far below the literal's compile time, whatever the machine's speed that hour (at FAST's 1 s
+# the compile once finished in time on a fast hour and the program printed its wrong answer)
+COMPILE_BOUND = JudgeConfig(limits=Limits(time_limit_s=0.3))
 CALLS = {"fn_name": "f", "inputs": [[i] for i in range(8)], "outputs": [2 * i for i in range(8)]}  # 8 runs
 HOSTILE = {  # name: (program, tests, config, honest next job)
     "reports-then-shm-fill": (REPORTS_THEN_SHM_FILL, {**CALLS, "inputs": [[1]], "outputs": [2]}, ROOMY,
                               "x = bytearray(512 << 20)\nx[::4096] = b'\\1' * len(x[::4096])\nprint('ok')\n"),
     "garbled-report-flood": (GARBLED_REPORTS, CALLS, FAST, "print('ok')\n"),
-    "huge-literal": (HUGE_LITERAL, OK, FAST, "print('ok')\n"),
+    "huge-literal": (HUGE_LITERAL, OK, COMPILE_BOUND, "print('ok')\n"),
 }
 _first_verdict = {}  # name -> the verdict its own test got, so the determinism test needs one run less
 
