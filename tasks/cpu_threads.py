@@ -21,12 +21,12 @@ is chosen from the machine, never from its load, and a run repeats on its machin
 
 How the threads wait: at the end of each parallel region a thread that is done waits for the others.
 GNU OpenMP (the runtime of torch's Linux wheels) spins GOMP_SPINCOUNT pause-loop turns before it sleeps:
-300,000 by default (about 3 ms; libgomp counts ~100,000 a millisecond), which on busy cores burns the CPU the late thread needs; 0 with
-OMP_WAIT_POLICY=PASSIVE, which makes every wake-up a futex call, and a CPU step of the demo's tiny model runs
-thousands of short regions. So the package sets a brief spin (`BRIEF_SPIN` turns, about 0.1 ms) unless the user set
-OMP_WAIT_POLICY or GOMP_SPINCOUNT; OpenMP reads it once, when torch is first imported, so it is set when the
-package is imported (tasks/__init__.py). How long a thread waits never changes what it computes.
-bench/threads.py measures the policies side by side (docs/benchmarks.md).
+300,000 by default (about 3 ms; libgomp counts ~100,000 a millisecond), which on busy cores burns the CPU the
+late thread needs; 0 with OMP_WAIT_POLICY=PASSIVE, which makes every wake-up a futex call, and a CPU step of
+the demo's tiny model runs thousands of short regions. So the package sets a brief spin (`BRIEF_SPIN` turns,
+about 0.1 ms) unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT; OpenMP reads it once, when torch is
+first imported, so it is set when the package is imported (tasks/__init__.py). How long a thread waits never
+changes what it computes. bench/threads.py measures the policies side by side (docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -47,11 +47,10 @@ BRIEF_SPIN = 10_000  # GNU OpenMP pause-loop turns before a waiting thread sleep
 #   slowdown (bench/threads.py; docs/benchmarks.md, 2026-12-06)
 
 
-def brief_spin(environ: dict | None = None) -> None:
-    """Set GOMP_SPINCOUNT to BRIEF_SPIN in `environ` (os.environ) unless a variable of WAIT_VARS is set."""
-    environ = os.environ if environ is None else environ
-    if not any(var in environ for var in WAIT_VARS):
-        environ["GOMP_SPINCOUNT"] = str(BRIEF_SPIN)
+def brief_spin() -> None:
+    """Set GOMP_SPINCOUNT to BRIEF_SPIN in this process's environment unless a variable of WAIT_VARS is set."""
+    if not any(var in os.environ for var in WAIT_VARS):
+        os.environ["GOMP_SPINCOUNT"] = str(BRIEF_SPIN)
 
 
 def threads_for(cpus: int, others: float) -> int:

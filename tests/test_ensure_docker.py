@@ -17,7 +17,7 @@ def _stand_ins(bin_dir: Path) -> None:
     bin_dir.mkdir()
     up = bin_dir / "up"
     for name, body in {"docker": f'[ -f "{up}" ]',                 # `docker info` answers once it is up
-                       "dockerd": f'sleep 1; touch "{up}"; exec sleep 20',  # a long-lived engine
+                       "dockerd": f'sleep 1; touch "{up}"; while [ -f "{up}" ]; do sleep 0.2; done',  # lives on
                        "pgrep": "exit 1"}.items():                 # no engine running yet
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
@@ -34,4 +34,4 @@ def test_a_second_run_waits_for_the_first_and_finds_its_engine(tmp_path):
         assert second.returncode == 0, second.stderr
     finally:
         first.kill()
-        subprocess.run(["pkill", "-f", str(tmp_path / "bin" / "dockerd")], check=False)
+        (tmp_path / "bin" / "up").unlink(missing_ok=True)  # the stand-in engine ends

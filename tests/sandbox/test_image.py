@@ -1,4 +1,6 @@
-"""Image recipe hashing and the rootfs -> image tarball step, on a tiny fake rootfs. No Docker."""
+"""Image recipe hashing, the rootfs -> image tarball step on a tiny fake rootfs, and the root filesystem's
+prefetch (its build lock, its standard-library imports; a present image left alone: the one test that needs
+Docker)."""
 import fcntl
 import io
 import subprocess
