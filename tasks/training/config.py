@@ -99,10 +99,11 @@ class SelectionConfig:
     """Which problems RL trains on, by their difficulty tag (pass_rate = correct / graded samples of the
     tagging model, `klear tag-difficulty`): a problem of a domain is kept when min ≤ pass_rate ≤ max (None:
     no bound). The paper keeps code problems whose pass rate over 16 samples is ≥ 0.5, and math problems a
-    majority of whose 16 samples pass: both windows start at 0.5. Every problem is counted as kept or
-    excluded with its reason (rl_data.Selection)."""
+    majority of whose 16 samples pass, i.e. math_min 9/16 (the paper presets set it). The defaults start both
+    windows at 0.5, a tie kept, which reads the same at any tagging k (the demo tags with 4 samples, where a
+    majority would take 3). Every problem is counted as kept or excluded with its reason (rl_data.Selection)."""
     __pydantic_config__ = STRICT_KEYS  # a key that is no setting is refused (config_checks.py)
-    math_min: float | None = 0.5          # paper: a majority of the samples pass
+    math_min: float | None = 0.5          # at least half the samples pass (paper: a majority, 9/16 at k = 16)
     math_max: float | None = None         # None: no upper bound (all-correct groups are dropped anyway)
     code_min: float | None = 0.5          # paper: pass rate ≥ 0.5 over 16 samples
     code_max: float | None = None         # None: no upper bound

@@ -116,6 +116,9 @@ def policy_loss_on_device(name: str, logp: torch.Tensor, old_logp: torch.Tensor,
     return loss, metrics
 
 
+GRADIENT_SHARES = ("grad_share_low", "grad_share_high")
+
+
 def gradient_shares(name: str, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts) -> dict[str, float]:
     """How much of the policy gradient comes from the clipped regions: with g_t = ∂J_t/∂log π(o_t) (= F·Â,
     the per-token weight of ∇log π),
@@ -127,12 +130,14 @@ def gradient_shares(name: str, logp, old_logp, adv, mask, low, high, eps_low, ep
     boundaries push entropy in opposite directions (CE-GPPO, arXiv 2509.20712), hence the two figures. g is
     taken by autograd on a detached copy of log π, so it holds for any registered loss."""
     shares = gradient_shares_on_device(name, logp, old_logp, adv, mask, low, high, eps_low, eps_high, **opts)
-    return {k: float(v) for k, v in shares.items()}
+    return {k: float(v) for k, v in shares.items() if k in GRADIENT_SHARES}
 
 
 def gradient_shares_on_device(name: str, logp, old_logp, adv, mask, low, high, eps_low, eps_high,
                               **opts) -> dict[str, torch.Tensor]:
-    """`gradient_shares` as 0-d tensors on the device (no wait for it)."""
+    """`gradient_shares` as 0-d tensors on the device (no wait for it), plus `grad_abs_sum` = Σ_t |g_t|, the
+    shares' denominator: a trainer that splits a batch sums share·grad_abs_sum and grad_abs_sum over its
+    pieces, so its figure is the ratio of the sums above whatever the micro-batching or rank count."""
     with torch.enable_grad():
         leaf = logp.detach().requires_grad_(True)
         obj, _ = POLICY_LOSSES[name](leaf, old_logp.detach(), adv.detach(), eps_low, eps_high, **opts)
@@ -140,4 +145,5 @@ def gradient_shares_on_device(name: str, logp, old_logp, adv, mask, low, high, e
     g = (g * mask).abs()
     total = g.sum()
     safe = torch.where(total > 0, total, torch.ones_like(total))
-    return {"grad_share_low": (g * low).sum() / safe, "grad_share_high": (g * high).sum() / safe}
+    return {"grad_share_low": (g * low).sum() / safe, "grad_share_high": (g * high).sum() / safe,
+            "grad_abs_sum": total}

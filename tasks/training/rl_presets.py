@@ -10,8 +10,9 @@ place for them to drift.
 
 What the presets leave at RLConfig's defaults, and why:
 - steps: the paper does not state the number of rollout batches per stage; the user sets it.
-- reward: RewardConfig's defaults already are the paper's (±1 math, −0.5 without </think>, −2.0 without
-  <think>, soft code reward = pass fraction).
+- reward: RewardConfig's defaults are the paper's (±1 math, −2.0 without <think>, soft code reward = pass
+  fraction) but for −1.0 rather than the release's −0.5 without </think>: no format penalty may pay more
+  than a wrong answer (tasks/grading/rewards.py says why).
 - the paper's generation batch of 256 prompts (2× oversampling, then zero-variance groups dropped without
   refill) has no RLConfig field: a step samples prompts_per_step prompts and filters those.
 - one PPO epoch over each rollout batch: what train_rl always does.
@@ -50,6 +51,8 @@ PAPER_MATH: dict = {
     "backend": "vllm",               # a 32K-token rollout batch of 1,024 responses needs a serving engine
     "strategy": "fsdp",              # ddp replicas would each hold 16 bytes × 8.2B parameters = 122 GiB of state
     "domains": ("math",),            # the first stage trains on math problems only
+    "selection": {"math_min": 9 / 16,  # math: a majority of 16 samples pass, so 9 of 16 (8 is a tie)
+                  "code_min": 0.5},    # code: pass rate ≥ 0.5 over 16 samples
 }
 
 PAPER_CODE: dict = {

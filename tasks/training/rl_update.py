@@ -49,7 +49,7 @@ from tasks.generation.engine import resolve_backend
 from tasks.training.advantages import estimate_advantages, zero_variance_groups
 from tasks.training.config import RLConfig
 from tasks.training.distributed import all_gather_objects, all_reduce_sum, gradient_sync, scalar, unwrap
-from tasks.training.losses import policy_loss_on_device
+from tasks.training.losses import GRADIENT_SHARES, policy_loss_on_device
 from tasks.training.metrics import check_finite
 from tasks.training.packed_attention import resolve_attention
 from tasks.training.scoring import PADDED, ScoringBatch, rollout_batch, score_inputs, scoring
@@ -139,8 +139,9 @@ class _Sums:
         self.weights: dict[str, float] = {}
         self.maxima: dict[str, torch.Tensor | float] = {}
 
-    def add(self, name: str, total, weight: float) -> None:
-        """`total`: the metric summed over `weight` tokens (or a mean times its weight)."""
+    def add(self, name: str, total, weight) -> None:
+        """`total`: the metric summed over `weight` tokens (or a mean times its weight); `weight` may be a
+        device tensor too (the gradient shares' Σ|g|)."""
         self.sums[name] = self.sums.get(name, 0.0) + total
         self.weights[name] = self.weights.get(name, 0.0) + weight
 
@@ -148,7 +149,7 @@ class _Sums:
         self.maxima[name] = torch.maximum(self.maxima[name], value) if name in self.maxima else value
 
     def reduce(self, ctx) -> dict[str, float]:
-        sums = {k: (float(v), self.weights[k]) for k, v in self.sums.items()}
+        sums = {k: (float(v), float(self.weights[k])) for k, v in self.sums.items()}
         maxima = {k: float(v) for k, v in self.maxima.items()}
         if ctx is not None and ctx.world_size > 1:
             gathered = all_gather_objects((sums, maxima), ctx)
@@ -159,7 +160,7 @@ class _Sums:
                     sums[k] = (v0 + v, w0 + w)
                 for k, v in m.items():
                     maxima[k] = max(maxima.get(k, 0.0), v)
-        out = {k: v / w for k, (v, w) in sums.items() if w}
+        out = {k: v / w if w else 0.0 for k, (v, w) in sums.items()}  # weight 0: the shares when every g_t = 0
         return {**out, **maxima}
 
 
@@ -212,8 +213,18 @@ def trained_minibatches(rollouts: list[Rollout], cfg: RLConfig, step: int) -> tu
     train = [(r, a) for r, a in zip(scored, adv) if r.group not in flat]
     values["trained_rollouts"] = len(train)
     random.Random(cfg.seed * 31 + step).shuffle(train)
-    size = max(1, -(-len(train) // cfg.mini_batches))
-    return values, [train[m:m + size] for m in range(0, len(train), size)]
+    return values, even_split(train, cfg.mini_batches)
+
+
+def even_split(items: list, parts: int) -> list[list]:
+    """`items` cut in order into min(parts, len) pieces whose sizes differ by at most one (the larger first), so
+    a step takes `mini_batches` optimizer steps whenever it trains at least that many rollouts."""
+    k = min(parts, len(items))
+    if k == 0:
+        return []
+    q, r = divmod(len(items), k)
+    bounds = [i * q + min(i, r) for i in range(k + 1)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def rank_micro_batches(mb: list, world: int, cfg: RLConfig) -> list[list[list[int]]]:
@@ -270,8 +281,10 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
                 (loss * world).backward()  # ranks' gradients are averaged: ×N gives the sum
                 total += loss.detach()
                 n_chunk = logp.numel()
+                g_abs = mets.pop("grad_abs_sum")  # the shares are ratios of sums over the step (losses.py)
                 for k, v in mets.items():
-                    sums.add(k, v * n_chunk, n_chunk)
+                    sums.add(k, v * g_abs if k in GRADIENT_SHARES else v * n_chunk,
+                             g_abs if k in GRADIENT_SHARES else n_chunk)
                 sums.add("entropy", ent.sum(), n_chunk)
         norms.append(scalar(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)))
         losses.append(all_reduce_sum(float(total), ctx) if ctx is not None else float(total))

@@ -93,15 +93,16 @@ def test_unknown_loss_lists_names():
     assert {"gppo", "grpo", "cispo"} <= set(POLICY_LOSSES)
 
 
-@pytest.mark.parametrize("name, low, high", [
-    ("gppo", 0.8 / 3.08, 1.28 / 3.08),   # kept: β1(1−ε_l)·|Â| = 0.8 and β2(1+ε_h)·|Â| = 1.28 beside δ·Â = 1
-    ("cispo", 0.8 / 3.08, 1.28 / 3.08),  # sg(clip δ)·Â: the same weights on those two tokens
-    ("grpo", 0.0, 0.0),                  # PPO's clipped tokens carry no gradient
+@pytest.mark.parametrize("name, low, high, total", [
+    ("gppo", 0.8 / 3.08, 1.28 / 3.08, 3.08),   # kept: β1(1−ε_l)·|Â| = 0.8 and β2(1+ε_h)·|Â| = 1.28 beside δ·Â = 1
+    ("cispo", 0.8 / 3.08, 1.28 / 3.08, 3.08),  # sg(clip δ)·Â: the same weights on those two tokens
+    ("grpo", 0.0, 0.0, 1.0),                   # PPO's clipped tokens carry no gradient
 ])
-def test_gradient_shares_of_the_clipped_regions(name, low, high):
+def test_gradient_shares_of_the_clipped_regions(name, low, high, total):
     # three tokens: δ = 0.5 with Â < 0 (low region), δ = 1 inside, δ = 2 with Â > 0 (high region)
     old = torch.zeros(1, 3)
     logp = torch.log(torch.tensor([[0.5, 1.0, 2.0]]))
     adv = torch.tensor([[-1.0, 1.0, 1.0]])
     _, metrics = policy_loss(name, logp.requires_grad_(), old, adv, torch.ones(1, 3))
     assert metrics["grad_share_low"] == pytest.approx(low) and metrics["grad_share_high"] == pytest.approx(high)
+    assert metrics["grad_abs_sum"] == pytest.approx(total)  # Σ|g_t|: what a split batch weights the shares by

@@ -269,3 +269,13 @@ def test_rollout_logprobs_as_behaviour_policy(sft_model, monkeypatch):
     bare = [rl_mod.Rollout(*[getattr(r, f) for f in ("group", "domain", "prompt_ids", "response_ids", "reward",
                                                       "correct", "truncated")]) for r in rollouts]
     assert run(bare)[1] == n_re  # no log-probs: the pass runs
+
+
+def test_the_default_lr_is_the_papers_at_8b_width_scaled_by_one_over_width():
+    """RLConfig.lr None: 1e-6 at Qwen3-8B's width 4096 (the paper's RL lr), 1e-6·4096/hidden below it, at most
+    1e-4 (a default ten times that had crept in)."""
+    from tasks.training.rl import default_rl_lr
+
+    assert default_rl_lr(4096) == pytest.approx(1e-6)
+    assert default_rl_lr(896) == pytest.approx(1e-6 * 4096 / 896)
+    assert default_rl_lr(128) == pytest.approx(3.2e-5) and default_rl_lr(16) == 1e-4

@@ -26,6 +26,14 @@ def test_the_paper_presets_hold_the_papers_rl_numbers():
         assert (cfg.backend, cfg.strategy) == ("vllm", "fsdp") and cfg.dual_clip is None and cfg.filter_zero_variance
     assert (math.mini_batches, math.lr, math.domains) == (8, 1e-6, ("math",))
     assert (code.mini_batches, code.lr, code.domains) == (4, 5e-7, ("code",))
+    from tasks.training.rl_data import select_problem
+
+    def fate(domain, passed):  # a problem tagged with 16 samples, `passed` of them correct
+        row = {"domain": domain, "answer": "1", "tests": '{"inputs": ["1"], "outputs": ["1"]}',
+               "pass_rate": passed / 16}
+        return select_problem(row, ("math", "code"), math.selection)
+    assert (fate("math", 8), fate("math", 9)) == ("below_window", "kept")  # math: a majority of 16
+    assert (fate("code", 7), fate("code", 8)) == ("below_window", "kept")  # code: pass rate ≥ 0.5
     assert RL_PRESETS["paper-math"].config == RL_PRESETS["paper"].config
     hw = RL_PRESETS["paper"].hardware
     assert (hw.nproc, hw.strategy, hw.gpu_memory_gib, hw.tp) == (8, "fsdp", 80.0, 1)

@@ -13,7 +13,7 @@ import torch
 
 from tasks.training.config import RLConfig
 from tasks.training.scoring import PADDED, rollout_logprobs
-from tasks.training.rl_update import Rollout, balance, micro_batches, update_policy
+from tasks.training.rl_update import Rollout, balance, even_split, micro_batches, update_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
@@ -98,8 +98,7 @@ def test_no_optimizer_or_scheduler_step_when_every_group_is_filtered(tiny):
 def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
     """One fixed batch of rollouts (uneven lengths, so ranks get different micro-batch counts and run
     filler passes; two mini-batches, recomputed π_old, α·NLL, a zero-variance group): the parameters after
-    the update on 2 gloo ranks, DDP and FSDP, equal one process's within 1e-5 (train_rl's lr for this
-    width, 1e-4: two AdamW steps move every weight by ~2e-4, and Adam's normalisation turns float-order
+    the update on 2 gloo ranks, DDP and FSDP, equal one process's within 1e-5 (lr 1e-4: two AdamW steps move every weight by ~2e-4, and Adam's normalisation turns float-order
     noise in the smallest gradients into ~1e-6 here, ~1e-5 at lr 1e-3)."""
     from tasks.models.factory import init_model
 
@@ -255,6 +254,40 @@ def test_packed_rows_give_the_padded_update():
         for k in ("loss", "entropy", "clip_frac_low", "clip_frac_high", "stale_logratio", "grad_norm"):
             assert got[k] == pytest.approx(ref[k], rel=1e-4, abs=1e-6), (attention, k)
         assert max((w[n] - ref_w[n]).abs().max().item() for n in w) < 1e-5, attention
+
+
+def test_the_gradient_shares_do_not_depend_on_the_micro_batching():
+    """grad_share_low/high over a step are Σ_low|g| / Σ|g| over all its tokens (losses.gradient_shares), not a
+    token-weighted mean of each micro-batch's ratio, so cutting the same update finer leaves them as they are
+    (a mean of ratios moved them by a third here)."""
+    cfg = dict(backend="hf", mini_batches=2, old_logprobs="recompute")
+    whole, _ = _fresh_update(RLConfig(**cfg), lr=3e-2)
+    assert whole["grad_share_low"] > 0 and whole["grad_share_high"] > 0
+    for size in (1, 3):
+        cut, _ = _fresh_update(RLConfig(micro_batch_size=size, **cfg), lr=3e-2)
+        for k in ("clip_frac_low", "clip_frac_high", "grad_share_low", "grad_share_high"):
+            assert cut[k] == pytest.approx(whole[k], rel=1e-4, abs=1e-7), (size, k)
+
+
+def test_a_step_takes_mini_batches_optimizer_steps():
+    """`mini_batches` pieces whose sizes differ by at most one: 12 trained rollouts in 8 mini-batches are 8
+    optimizer steps (a cut by ⌈12/8⌉ = 2 gave 6), fewer only when fewer rollouts are trained."""
+    assert [len(p) for p in even_split(list(range(12)), 8)] == [2, 2, 2, 2, 1, 1, 1, 1]
+    assert [len(p) for p in even_split(list(range(32)), 2)] == [16, 16]
+    assert [len(p) for p in even_split(list(range(3)), 8)] == [1, 1, 1] and even_split([], 4) == []
+    assert [x for p in even_split(list(range(13)), 5) for x in p] == list(range(13))  # in order, all kept
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from tasks.models.presets import PRESETS
+
+    model = Qwen2ForCausalLM(Qwen2Config(**PRESETS["tiny"].to_dict()))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    steps = []
+    opt.register_step_post_hook(lambda *_: steps.append(1))
+    rs = _rollouts(model.config.vocab_size, [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
+    values = update_policy(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), rs,
+                           RLConfig(backend="hf", mini_batches=8, old_logprobs="recompute"), CPU, 0)
+    assert values["trained_rollouts"] == 12 and len(steps) == 8
 
 
 def test_a_non_finite_loss_stops_before_the_update():
