@@ -63,6 +63,13 @@ class ContainerConfig:
     #   (counted per uid across the host) never lets one container's fork bomb block another's
     labels: dict = field(default_factory=dict)  # extra labels; `klear.sandbox=1` + owner are always set
 
+    def net_sysctls(self) -> dict[str, str]:
+        """The container's own network namespace: no TIME_WAIT state (tcp_max_tw_buckets 0 closes a socket at
+        once instead of keeping it 60 s), so a closed connection's port numbers, which a program chooses and
+        /proc/net/tcp shows, cannot carry one job's data to the next (the runner also checks no socket is
+        left after each test). None with network "host", whose namespace is not the container's to set."""
+        return {} if self.network == "host" else {"net.ipv4.tcp_max_tw_buckets": "0"}
+
     def ipc_sysctls(self) -> dict[str, str]:
         """The container's SysV IPC limits (namespaced sysctls Docker sets at creation)."""
         return {"kernel.shmmax": str(self.ipc_memory), "kernel.shmall": str(self.ipc_memory // 4096),

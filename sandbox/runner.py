@@ -278,6 +278,31 @@ def _remove_ipc():
     return ok
 
 
+INET_TABLES = ("tcp", "tcp6", "udp", "udp6")  # /proc/net: the sockets of our network namespace
+
+
+def _sockets_gone(wait_s=0.5):
+    """True once no TCP or UDP socket is left in our network namespace (the container's own, which outlives
+    every test and job). Every process is dead, but the kernel can keep a socket after its last owner, and
+    a socket's ports carry a job's data to the next one (a policy encoding an answer in the port numbers of
+    connections it closed; TIME_WAIT held them 60 s until ContainerConfig.net_sysctls turned it off). Waits
+    up to `wait_s` for loopback's last closes; False (the container is replaced) if any is still there."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            left = 0
+            for table in INET_TABLES:
+                with open(f"/proc/net/{table}") as fh:
+                    left += sum(1 for line in fh.readlines()[1:] if line.strip())
+        except OSError:
+            return False
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
 # ------------------------------------------------------------------------------- value encoding
 def encode_value(value, refs=None, depth=0, aliases=None):
     """JSON-safe encoding of a value as plain data, keeping the types `==` and the test code care about.
@@ -1257,30 +1282,58 @@ ASSERT_TICK = "__klear_assert_ran__"  # called before every assert statement of 
 
 
 def counting_asserts(source):
-    """(code, checks_by_absence): the unit's code compiled with a call of ASSERT_TICK before each of its
-    assert statements, at any depth (a helper function's included), so the checker knows whether a test
-    checked anything; and whether the unit holds a check that passes by not running: an assert of a
-    constant false value (`assert False`, `assert 0, "msg"`) or a `raise AssertionError`, as in
-    `try: f(-1); assert False` / `except ValueError: pass` or `if f(3) != 3: assert False`."""
+    """The unit's code compiled with a call of ASSERT_TICK before each of its checks, at any depth (a helper
+    function's included), so the checker knows whether a test checked anything. A check is an assert
+    statement, or what decides a failure by absence: an assert of a constant false value (`assert False`,
+    `assert 0, "msg"`) or a `raise AssertionError` fails whenever it is reached, so the check is the
+    outermost if / try / with / match around it within one pass of its loop body or function (`try: f(-1);
+    assert False` / `except ValueError: pass`, `if f(3) != 3: assert False`, or a loop whose `else` fails).
+    Ticked there, it counts each time it runs; in a loop over an empty result it never runs (`for a, b in
+    zip(got, want): if a != b: assert False` with `got` empty checked nothing)."""
     import ast
 
-    absent = [False]
+    def tick(node):
+        return ast.copy_location(ast.Expr(ast.Call(ast.Name(ASSERT_TICK, ast.Load()), [], [])), node)
 
-    class Tick(ast.NodeTransformer):
-        def visit_Assert(self, node):
-            if isinstance(node.test, ast.Constant) and not node.test.value:
-                absent[0] = True
-            tick = ast.Expr(ast.Call(ast.Name(ASSERT_TICK, ast.Load()), [], []))
-            return [ast.copy_location(tick, node), node]
+    def fails_when_reached(node):
+        if isinstance(node, ast.Assert):
+            return isinstance(node.test, ast.Constant) and not node.test.value
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id == "AssertionError"
 
-        def visit_Raise(self, node):
-            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            if isinstance(exc, ast.Name) and exc.id == "AssertionError":
-                absent[0] = True
-            return node
+    def block(stmts, top):
+        """The statements with their ticks; and, below the top of a pass, whether a failure by absence
+        in them still waits for the tick of an enclosing guard."""
+        out, pending = [], False
+        for node in stmts:
+            inner = statement(node)
+            if isinstance(node, ast.Assert) or (inner and top):
+                out.append(tick(node))
+            out.append(node)
+            pending = pending or inner
+        return out, pending and not top
 
-    tree = ast.fix_missing_locations(Tick().visit(ast.parse(source)))
-    return compile(tree, "<tests>", "exec"), absent[0]
+    def statement(node):
+        """Tick the statement's own blocks; whether it holds a failure by absence not yet guarded."""
+        if isinstance(node, (ast.Assert, ast.Raise)):
+            return fails_when_reached(node)
+        pending = False
+        for name in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(node, name, None), list):
+                # a loop's body and a function's are passes of their own; else, finally and guards are not
+                top = name == "body" and isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                                                           ast.AsyncFunctionDef, ast.ClassDef))
+                new, inner = block(getattr(node, name), top)
+                setattr(node, name, new)
+                pending = pending or inner
+        for part in getattr(node, "handlers", None) or getattr(node, "cases", None) or ():
+            part.body, inner = block(part.body, False)
+            pending = pending or inner
+        return pending
+
+    tree = ast.parse(source)
+    tree.body, _ = block(tree.body, True)
+    return compile(ast.fix_missing_locations(tree), "<tests>", "exec")
 
 
 NO_ASSERT_RAN = {"verdict": "wrong_answer", "message": "no assert ran: the test checked nothing"}
@@ -1291,12 +1344,12 @@ def check_run(units, chan_fd, out, free=(), tested=()):
     per test unit with `out(obj)`. Never loads the program's code. `free`: the names the snippet uses and
     does not bind (the host's reading, sandbox/asserts.py), for the header-helper rule (_TestGlobals).
 
-    A test passes when its unit runs to the end having run at least one assert: a unit whose asserts the
-    program kept from running (an empty result its `for` loop or `zip` runs over, a StopIteration, a
-    condition its value decides) checked nothing, and is a wrong answer (NO_ASSERT_RAN); unless the unit
-    checks by a failure's absence (counting_asserts: an expected exception, `if …: assert False`)."""
+    A test passes when its unit runs to the end having run at least one check (counting_asserts: an assert,
+    or the guard of an `assert False`): a unit whose checks the program kept from running (an empty result
+    its `for` loop or `zip` runs over, a StopIteration, a condition its value decides) checked nothing, and
+    is a wrong answer (NO_ASSERT_RAN)."""
     NAMEDTUPLES.clear()
-    units = [(kind, *counting_asserts(source)) for kind, source in units]
+    units = [(kind, counting_asserts(source)) for kind, source in units]
     conn = _Conn(chan_fd)
     ran = [0]
 
@@ -1318,7 +1371,7 @@ def check_run(units, chan_fd, out, free=(), tested=()):
     except BaseException:
         pending_error = {"gone": "gone"}
     sys.modules["solution"] = ns["solution"] if ns is not None else types.ModuleType("solution")
-    for kind, code, by_absence in units:
+    for kind, code in units:
         if kind == "test":
             if pending_error is not None:
                 out({"test": test, **pending_error})
@@ -1326,7 +1379,7 @@ def check_run(units, chan_fd, out, free=(), tested=()):
                 try:
                     ran[0] = 0
                     exec(code, ns)
-                    out({"test": test, "ok": True} if ran[0] or by_absence else {"test": test, **NO_ASSERT_RAN})
+                    out({"test": test, "ok": True} if ran[0] else {"test": test, **NO_ASSERT_RAN})
                 except ProgramGone as exc:
                     out({"test": test, "gone": str(exc)})
                     pending_error = {"gone": str(exc)}
@@ -1814,13 +1867,16 @@ class Runner:
         ok = self.sweep()
         if self.sandboxed:
             ok = _remove_ipc() and ok
+            ok = _sockets_gone() and ok
         for root in self.scratch_roots:
             ok = wipe(root) and ok
         return ok
 
     # ---------------------------------------------------------------------------------- a test
-    def run_test(self, job, test, limits, argv=None):
-        """One test (or a compile) in a fresh process; the raw facts about how it went."""
+    def run_test(self, job, test, limits, argv=None, keep=None):
+        """One test (or a compile) in a fresh process; the raw facts about how it went. `keep`: a file the
+        process leaves (a compile's binary), read into the facts' "kept" (None if absent) before the cleanup
+        wipes every file."""
         os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
         mode = job.get("mode")
         checked = mode == "assert" and argv is None and "units" in test
@@ -1945,6 +2001,7 @@ class Runner:
                 checker_done = False
             if not checker_done:
                 self.checker.stop()
+        kept = _read_or_none(keep) if keep else None
         clean = self.cleanup()  # every process, IPC object and file is gone before anything is parsed
         self.ask_spare()
         tree_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -1979,6 +2036,8 @@ class Runner:
         }
         if not clean:
             result["unclean"] = True
+        if keep:
+            result["kept"] = kept
         if ready.startswith(b"LC"):
             result["compile_error"] = ready[2:].decode("utf-8", "replace")  # told before the program ran
         elif not ready.startswith(b"L") and not timed_out:
@@ -2024,14 +2083,11 @@ class Runner:
                                   fsize_bytes=max(limits["fsize_bytes"], 256 << 20), nproc=max(limits["nproc"], 32))
             binary = os.path.join(self.build_dir, "prog")
             compiled = self.run_test(job, {}, compile_limits, ["/usr/bin/g++", "-O2", "-std=c++17", "-pipe",
-                                                               "-o", binary, os.path.join(self.build_dir, "main.cpp")])
+                                                               "-o", binary, os.path.join(self.build_dir, "main.cpp")],
+                                     keep=binary)
             compiled.pop("stdout_b64", None)
-            try:
-                with open(binary, "rb") as fh:
-                    program = fh.read()  # kept here: each test gets a fresh copy the last one cannot have touched
-            except OSError:
-                program = None
-            clean = self.cleanup() and clean
+            program = compiled.pop("kept")  # held here: each test gets a fresh copy the last one cannot have touched
+            clean = not compiled.get("unclean") and clean
             if compiled["exit"] != 0 or program is None:
                 return {"ok": True, "compile": compiled, "results": [], "clean": clean}
             argv = [binary]
@@ -2104,6 +2160,14 @@ def _checks(data, n):
 def _timed_out(raw, limits):
     return raw["timed_out"] or raw["signal"] == signal.SIGXCPU or (
         raw["cpu"] is not None and raw["cpu"] > limits["cpu_s"])
+
+
+def _read_or_none(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
 def _install(path, data):

@@ -6,7 +6,8 @@ itself rather than the judge, run in the real Docker sandbox. One behaviour each
    for anything of its shape: in every frame, every gc object, every readable memory mapping, every open
    file descriptor. B must not be accepted. Each search first proves itself on a token of the same shape
    that B plants in its own memory (else B exits with "SELFTEST FAILED", a runtime_error, and the test
-   fails): a passing test means "the search works, and found no earlier job's data".
+   fails): a passing test means "the search works, and found no earlier job's data". The same holds for
+   the port numbers of the sockets an earlier job closed.
 2. Penalty evasion: a program must not turn its penalty into `sandbox_error` (reward None: the rollout is
    dropped, which under RL beats a penalty). Each comes back as a scored verdict (reward 0), the pool
    records no fault, the same program gets the same verdict twice, and the next job on the container is
@@ -261,6 +262,64 @@ def test_an_earlier_jobs_answer_is_behind_no_inherited_fd(pool, mode):
     """The policy reads, rereads (pread at 0), reopens through /proc/self/fd and peeks every file
     descriptor it inherited."""
     earlier_answer_stays_hidden(pool, "scan_fds", mode)
+
+
+# An earlier job's answer carried in the port numbers of sockets it closed: the kernel keeps a closed TCP
+# connection (TIME_WAIT, 60 s by default) in the container's network namespace, which outlives every job,
+# and /proc/net/tcp lists it with both ports.
+PORTS = r'''
+import socket
+SLOT, VALUE = 20000, 30000  # a connection from port SLOT + i to VALUE + v says "digit i is v"
+
+
+def publish(slot, value, keep=False):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", VALUE + value))
+    srv.listen(1)
+    cli = socket.socket()
+    cli.bind(("127.0.0.1", SLOT + slot))
+    cli.connect(("127.0.0.1", VALUE + value))
+    conn, _ = srv.accept()
+    if keep:
+        return cli, conn, srv
+    cli.close()  # the side that closes first holds TIME_WAIT
+    conn.close()
+    srv.close()
+
+
+def read(slots):
+    seen = {}
+    for table in ("tcp", "tcp6"):
+        for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
+            local, remote = line.split()[1:3]
+            port, peer = int(local.split(":")[1], 16), int(remote.split(":")[1], 16)
+            if SLOT <= port < SLOT + 8 and port - SLOT in slots:
+                seen[port - SLOT] = peer - VALUE
+    return seen
+'''
+
+
+def test_an_earlier_jobs_answer_is_in_no_socket_it_closed(pool):
+    """Job A, an honest program colluding with later rollouts, prints its answer (two 15-bit digits) and
+    publishes it as two loopback connections it closes at once. Job B reads /proc/net/tcp for them; its
+    positive control is its own planted pair, kept open. B must find its own pair and not A's."""
+    token = secrets.randbelow(1 << 30)
+    tests = {"inputs": ["\n"], "outputs": [f"{token}\n"]}
+    hi, lo = token >> 15, token & 0x7FFF
+    honest = PORTS + f"print({token})\npublish(0, {hi})\npublish(1, {lo})\n"
+    assert run(pool, honest, tests, SEARCHING)["verdict"] == "accepted"
+    reader = PORTS + """
+own = publish(2, 1234, keep=True), publish(3, 4321, keep=True)
+if read({2, 3}) != {2: 1234, 3: 4321}:
+    raise SystemExit("SELFTEST FAILED")
+seen = read({0, 1})
+print((seen[0] << 15) | seen[1] if len(seen) == 2 else "nothing found")
+"""
+    out = run(pool, reader, tests, SEARCHING)
+    assert out["verdict"] != "accepted", f"job B read job A's answer {token} from closed sockets: {out}"
+    refused(out)
+    assert out["verdict"] == "wrong_answer", f"positive control: the scan must find B's own sockets: {out}"
 
 
 # ------------------------------------------------------ 2. penalty evasion: scored, never sandbox_error

@@ -183,6 +183,33 @@ def test_a_test_that_checks_by_a_failures_absence_passes_an_honest_program(runne
     assert checks(runner, "def f(x):\n    return 0\n", tests)[1] != ["accepted"]  # its hostile twin
 
 
+LOOP_ABSENCE = {
+    "if-assert-false": "for got, want in zip(f([1, 2]), [2, 3]):\n    if got != want:\n        assert False",
+    "assert-0": "for got, want in zip(f([1, 2]), [2, 3]):\n    if got != want:\n        assert 0, 'differs'",
+    "in-a-helper": "def check(g):\n    for got, want in zip(g([1, 2]), [2, 3]):\n        if got != want:\n"
+                   "            assert False, (got, want)\ncheck(f)",
+}
+
+
+@pytest.mark.parametrize("tests", list(LOOP_ABSENCE.values()), ids=list(LOOP_ABSENCE))
+def test_a_failure_by_absence_in_a_loop_over_an_empty_result_checked_nothing(runner, tests):
+    """`if got != want: assert False` per element: with no elements, no comparison ran (the guard is the
+    check, counted when it runs), so an empty result is no pass."""
+    assert checks(runner, "def f(xs):\n    return []\n", tests)[1] == ["wrong_answer"]
+    assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
+
+
+@pytest.mark.parametrize("tests", [
+    "for x in f([1, 2]):\n    if x == 3:\n        break\nelse:\n    assert False",
+    "if f([1])[0] > 0:\n    if f([2])[0] != 3:\n        assert False",
+], ids=["for-else", "nested-if"])
+def test_a_guard_outside_any_loop_pass_counts_as_the_check(runner, tests):
+    """The outermost guard of an `assert False` within one pass: a loop's `else` and an `if` around an `if`
+    are decided once, whatever the program returns."""
+    assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
+    assert checks(runner, "def f(xs):\n    return [5]\n", tests)[1] != ["accepted"]
+
+
 def test_named_tuple_types_of_one_run_never_reach_the_next(runner):
     flood = "from collections import namedtuple\ndef f():\n    return [namedtuple('T%d' % i, 'a')(i) for i in range(300)]\n"
     checks(runner, flood, "assert f() == [1]")
