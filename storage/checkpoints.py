@@ -59,10 +59,11 @@ def read_lineage(path: str | Path) -> dict[str, Any] | None:
     return json.loads(f.read_text()) if f.exists() else None
 
 
-def recorded_checkpoint_id(path: str | Path) -> str:
-    """checkpoint_id(path), read from the lineage file when it records one and no weight or identity file
-    is newer than it; else hashed. describe_checkpoint writes the file after the model, so a newer file
-    means a model written since (a resumed run's, a replaced tokenizer), which the recorded id may not name."""
+def current_lineage_id(path: str | Path) -> str | None:
+    """The checkpoint id the lineage file records, when it records one and no weight or identity file is
+    newer than it; else None. describe_checkpoint writes the file after the model, so a newer file means a
+    model written since (a resumed run's, a replaced tokenizer, a save cut short), which the recorded id may
+    not name; and no file means the model was never described, e.g. its save did not finish."""
     lineage, files = Path(path) / LINEAGE_FILE, _weight_files(path) + _identity_files(path)
     try:
         if files and max(f.stat().st_mtime_ns for f in files) <= lineage.stat().st_mtime_ns:
@@ -71,7 +72,12 @@ def recorded_checkpoint_id(path: str | Path) -> str:
                 return recorded
     except (OSError, ValueError, AttributeError):  # no lineage file, or not the JSON object it should be
         pass
-    return checkpoint_id(path)
+    return None
+
+
+def recorded_checkpoint_id(path: str | Path) -> str:
+    """checkpoint_id(path), read from the lineage file when it is current (current_lineage_id); else hashed."""
+    return current_lineage_id(path) or checkpoint_id(path)
 
 
 def _recorded_data(config: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 result exists is not run again", for `klear sft` and `klear rl` as for the pipeline's cached stages.
 
 A run is finished when its run file (sft_config.json / rl_config.json), the final model (config.json and
-weights) and the checkpoint of its last step are all in `out`. It is the same run when the model and data
+weights) and the checkpoint of its last step are all in `out`, and the model's lineage file was written
+after every file of the model (storage.checkpoints.current_lineage_id): the run registers the model once
+its save is complete, so a save cut short (Ctrl-C while config.json is being written) is no finished run. It is the same run when the model and data
 are named the same, the data resolves to the same dataset version (a store's current version moves when a
 newer one lands, e.g. difficulty tags) and every setting is as requested then — the settings as given, not
 as resolved (an `auto` batch size or attention is the same request whatever it became). A run file written
@@ -14,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.checkpoints import current_lineage_id
 from tasks.training.checkpoint import checkpoint_step
 
 RUN_FILES = {"sft": "sft_config.json", "rl": "rl_config.json"}
@@ -38,7 +41,7 @@ def finished_run(out: Path | str, stage: str, model: str, data: str, dataset: st
     last = out / "checkpoints" / f"step-{steps}"
     weights = any(out.glob("*.safetensors"))
     if not (isinstance(steps, int) and (out / "config.json").is_file() and weights and last.is_dir()
-            and checkpoint_step(last) == steps):
+            and checkpoint_step(last) == steps and current_lineage_id(out)):
         return None
     was = record.get("requested")
     diffs = [] if was is not None else ["its settings were not recorded as requested"]
