@@ -3,8 +3,9 @@
 # (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing; the
 # engine and the image's root filesystem are made in the background while the project installs
 # (scripts/sandbox-prefetch.sh).
-# `make test` also installs vLLM 0.32.0 (the CPU build on a CPU torch) for the vLLM backend tests:
-# scripts/install-vllm.sh says how it coexists with Prefect 3.9. `make demo` does not need it.
+# `make test` also installs the `hf` extra (datasets, for hf: sources) and vLLM 0.32.0 (the CPU build on a CPU
+# torch) for the vLLM backend tests: scripts/install-vllm.sh says how it coexists with Prefect 3.9. `make demo`
+# needs neither.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -12,8 +13,9 @@ PY := $(VENV)/bin/python
 KLEAR := $(VENV)/bin/klear
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
+HF_STAMP := $(VENV)/.hf-installed
 
-.PHONY: demo test setup vllm docker sandbox-image bench clean
+.PHONY: demo test setup vllm hf docker sandbox-image bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +32,13 @@ $(VLLM_STAMP): $(STAMP) pyproject.toml scripts/install-vllm.sh
 
 vllm: $(VLLM_STAMP)
 
+# The `hf` extra (Hugging Face datasets as curation sources), which the tests of hf: sources need.
+$(HF_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[dev,hf]'
+	@touch $(HF_STAMP)
+
+hf: $(HF_STAMP)
+
 docker:
 	@bash scripts/ensure-docker.sh
 
@@ -45,7 +54,7 @@ demo: sandbox-image
 TEST_WORKERS ?= 2
 
 # The g++ image too (≈ 2.5 min the first time), so the C++ sandbox tests run rather than skip.
-test: sandbox-image vllm
+test: sandbox-image hf vllm
 	$(KLEAR) sandbox build --cpp
 	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30
 

@@ -10,6 +10,8 @@ Accepted forms (the record schema's `tests` field), as a dict or its JSON string
 - assert-style: {"assert_code": "..."} or {"assert_code": ["...", ...]}: each top-level statement holding
   an assert is one test (sandbox/asserts.py splits the snippets into the units a checker process runs)
 Also a list of {"input": ..., "output": ...} objects (LiveCodeBench stdin tests).
+A key whose value is null is absent, for every key: a Parquet struct column that holds several forms gives
+each row every form's keys, the others null (`{"assert_code": null, "inputs": [...], "outputs": [...]}`).
 
 Trust: no expected stdout or return value enters the container; they are compared on the host.
 Assert-style test code runs in a checker process that never loads the program's code and gets the
@@ -104,6 +106,7 @@ def parse_test_suite(tests: Any) -> TestSuite:
         tests = {"inputs": [t["input"] for t in tests], "outputs": [t.get("output") for t in tests]}
     if not isinstance(tests, dict):
         raise InvalidTests(f"tests must be an object, got {type(tests).__name__}")
+    tests = without_nulls(tests)
 
     if "assert_code" in tests:
         return _assert_suite(tests["assert_code"])
@@ -135,6 +138,11 @@ def parse_test_suite(tests: Any) -> TestSuite:
         if not isinstance(x, list):
             raise InvalidTests(f"input {i} must be the argument list, got {type(x).__name__}")
     return TestSuite(CALL, tuple(inputs), tuple(outputs), fn_name)
+
+
+def without_nulls(tests: dict) -> dict:
+    """The tests object without its null-valued keys: a null key is an absent one (module docstring)."""
+    return {k: v for k, v in tests.items() if v is not None}
 
 
 def _assert_suite(snippets: Any) -> TestSuite:

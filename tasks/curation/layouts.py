@@ -88,12 +88,19 @@ def field_at(row: Any, path: str) -> Any:
 
 
 def apply_field_map(row: Mapping[str, Any], field_map: Mapping[str, str]) -> dict[str, Any]:
-    """A source's renames ({raw field: canonical field}): a top-level field is renamed; a nested one (a
-    dotted path, `field_at`) is copied to the canonical field when the row has it, its object left as it is."""
-    out = {field_map.get(k, k): v for k, v in row.items()}
+    """A source's renames ({raw field: canonical field}, `--map`). The map wins: a canonical field it names
+    takes the raw field's value whenever the row has one (by key or dotted path, `field_at`; null is none),
+    and the row's own field of that name is then not used, whatever the order of the row's keys. A row
+    without the raw field keeps its own field of that name (a map that unifies rows of two shapes), unless
+    that field is itself renamed. Several raw fields onto one canonical field: the first the row has, in
+    the map's order. A top-level raw field is renamed (not kept under its own name); a nested one is
+    copied, its object left as it is."""
+    out = {k: v for k, v in row.items() if k not in field_map}
+    given: set[str] = set()
     for path, canon in field_map.items():
-        if path not in row and "." in path and (value := field_at(row, path)) is not None:
+        if canon not in given and (value := field_at(row, path)) is not None:
             out[canon] = value
+            given.add(canon)
     return out
 
 
@@ -320,9 +327,10 @@ def apps(row: Mapping[str, Any]) -> dict[str, Any]:
 
 @register_layout("taco")
 def taco(row: Mapping[str, Any]) -> dict[str, Any]:
-    """TACO (BAAI/TACO): as `apps`, with input_output required; date (YYYY-MM-DD) → date; difficulty,
-    url, source → origin, name, tags, skill_types, raw_tags (Python list reprs → lists), time_limit,
-    memory_limit, Expected Time Complexity, Expected Auxiliary Space → meta; code."""
+    """TACO (BAAI/TACO): as `apps`, with input_output required (absent, null or blank: malformed); date
+    (YYYY-MM-DD) → date; difficulty, url, source → origin, name, tags, skill_types, raw_tags (Python list
+    reprs → lists), time_limit, memory_limit, Expected Time Complexity, Expected Auxiliary Space → meta;
+    code."""
     f = RawFields("taco", row)
     out = _apps_like(f, tests_required=True)
     out["date"] = f.date("date")
@@ -336,8 +344,12 @@ def taco(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _apps_like(f: RawFields, tests_required: bool) -> dict[str, Any]:
+    """input_output required (taco): absent, null or blank text is malformed, naming the field; optional
+    (apps): blank text is no tests."""
     tests = f.required("input_output") if tests_required else f.get("input_output")
     if isinstance(tests, str) and not tests.strip():
+        if tests_required:
+            raise f.fail("empty field 'input_output'")
         tests = None
     solutions = program_list(f.get("solutions"))
     return {"problem": with_starter_code(f.text("question", required=True), f.get("starter_code")),

@@ -6,14 +6,16 @@ STORED_PROBLEM_SCHEMA).
 - `problem`: a non-empty string.
 - `domain`: "math" or "code" (case-insensitive); when a row has none, the source's default domain, else
   "code" if the row has tests, else "math".
-- `response`, `answer`: optional; `answer` may be a number (stored as its string form). A math row without
+- `response`, `answer`: optional; `answer` may be a number, stored as its text (`_optional_text`: a
+  Decimal keeps its digits, `1.50`; a float32 its shortest decimal, `0.1`). A math row without
   an answer is kept: SFT trains on its response (the recipe keeps unverified chains of thought of hard
   problems), RL leaves it out as `not_rewardable` (selection.jsonl, by id); `klear curate` warns per source
   of math rows without one, and a pipeline of a source with none at all (tasks/pipeline/data_alarms.py).
 - `tests`: optional; a dict or its JSON text in one of three forms (stored as canonical JSON text):
   stdin/stdout `{"inputs": [str], "outputs": [str]}`, call-based `{"fn_name": str, "inputs": [list],
   "outputs": [any]}`, assert-style `{"assert_code": str | [str]}` (each observed assert one test), as
-  the sandbox's parser (sandbox/testcases.py) reads them.
+  the sandbox's parser (sandbox/testcases.py) reads them; a key holding null is absent (left out of the
+  stored text).
 - `solutions`: optional; every reference solution of the problem, in the source's order (a list of
   strings, or its JSON text; blank ones left out); `response` is the first of them when the row has none.
 - `date`: optional; when the problem appeared (a contest date), ISO `YYYY-MM-DD` (an ISO date-time or a
@@ -28,11 +30,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Mapping
 
 import pyarrow as pa
 
-from sandbox.testcases import InvalidTests, UnjudgeableTests, parse_test_suite
+from sandbox.testcases import InvalidTests, UnjudgeableTests, parse_test_suite, without_nulls
 from tasks.curation.malformed import InvalidTestsRow, Malformed, MissingField, iso_date, shown as _shown  # noqa: F401
 from tasks.curation.textnorm import problem_id
 from tasks.records.sources import check_json, check_value
@@ -95,7 +98,7 @@ def decode_tests(value: Any) -> dict | None:
             raise Malformed(f"tests: {why}")
     if not isinstance(value, Mapping):
         raise Malformed(f"tests must be an object, got {type(value).__name__}")
-    tests = dict(value)
+    tests = without_nulls(dict(value))  # stored as the parser reads it: a null key is an absent one
     try:
         parse_test_suite(tests)
     except UnjudgeableTests as e:
@@ -106,13 +109,17 @@ def decode_tests(value: Any) -> dict | None:
 
 
 def _optional_text(row: Mapping[str, Any], field: str, numbers_ok: bool = False) -> str | None:
+    """A text field; with numbers_ok a number is kept as its text: an int or float as Python writes it
+    (`1.5`, `0.1`; a Parquet float32 arrives as the shortest decimal of its precision, records.sources),
+    a Decimal (a Parquet DECIMAL column) exactly as its digits stand (`1.50`, never an exponent). NaN and
+    infinities are no answer (Malformed)."""
     v = row.get(field)
     if v is None:
         return None
-    if numbers_ok and isinstance(v, (int, float)) and not isinstance(v, bool):
-        if isinstance(v, float) and not math.isfinite(v):  # NaN / Infinity tokens (or 1e400) are no answer
+    if numbers_ok and isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+        if not (v.is_finite() if isinstance(v, Decimal) else math.isfinite(v)):  # NaN / Infinity (or 1e400)
             raise Malformed(f"{field} must be a finite number, got {v}")
-        return str(v)
+        return format(v, "f") if isinstance(v, Decimal) else str(v)
     if not isinstance(v, str):
         raise Malformed(f"{field} must be a string{' or a number' if numbers_ok else ''}, got {type(v).__name__}")
     return v

@@ -15,18 +15,19 @@ from typing import Any
 
 from storage.keys import hash_file, hash_json, short_id
 from tasks.curation.config import CurateConfig
-from tasks.records.sources import SourceError, source_kind
+from tasks.records.sources import SourceError, hf_content_hash, source_kind
 
 # Bump when a change to curation, its reader (tasks.records), the math grading it validates answers with
 # or the store changes which rows are kept, their content, order or drop reasons (module docstring).
-CURATION_RULES = "2026-12-05.3"
+CURATION_RULES = "2026-12-06.1"
 EXECUTION_FIELDS = ("memory_limit", "dask", "dask_workers", "work_dir")  # how a version is computed, not what
 
 
 def input_hash(path: str) -> str:
-    """Content hash of a file source; for hf: sources the spec itself (pin a revision for reproducibility)."""
+    """Content hash of a source: its file's bytes; for hf: sources the loaded data's (sources.hf_content_hash),
+    since the same name can hold other data tomorrow."""
     if source_kind(path) == "hf":
-        return "hf:" + path
+        return hf_content_hash(path)
     try:
         return hash_file(path)
     except FileNotFoundError:

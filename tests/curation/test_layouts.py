@@ -226,6 +226,7 @@ def test_livecodebench_tests_that_expand_past_the_limit_are_refused(monkeypatch)
 
 @pytest.mark.parametrize("layout, row, why", [
     ("taco", {"question": 5, "input_output": "{}"}, "layout taco: field 'question' must be a string, got int"),
+    ("taco", {"question": "q", "input_output": " "}, "layout taco: empty field 'input_output'"),  # required
     ("apps", {"question": "  "}, "layout apps: empty field 'question'"),
     ("skywork-or1", {"prompt": "hi", "ability": "math", "reward_model": {"ground_truth": "[1]"}},
      "layout skywork-or1: field 'prompt': must be a list of chat turns, got str"),

@@ -18,6 +18,14 @@ from tasks.curation.versioning import CURATION_RULES
 from tests.curation.fixtures import write_corpus
 
 GOLDEN = {  # rules version → {corpus: (version id, sha256 of kept + dropped rows)}
+    # 2026-12-06.1: --map wins over a row's own field of the target name, null keys of `tests` are absent,
+    # Decimal answers keep their digits and float32 ones their shortest text, a blank required TACO
+    # input_output is malformed, hf: sources are keyed by their content (neither corpus holds such a row: the
+    # same rows as 2026-12-05.3)
+    "2026-12-06.1": {
+        "demo": ("ds-e6c8ceaf344f15c9", "72312cf4c015dbce8ef2b8d1e31b8bbe00dae95258cc2dfeaba9492be70aaa31"),
+        "fixture": ("ds-58962086437c87ee", "c8d58e0d1fb3a808dc0e8f91459ff296e5218ccddae9279adf3d59ceb3dcf39a"),
+    },
     # 2026-12-05.3: `dropped.detail` of a row missing a field lists the fields it has (and the --map to give),
     # an invalid_answer detail shows the answer as written, a list answer says "a string or a number"; --map
     # reads a dotted path (neither corpus holds such a row: the same rows as 2026-12-05.2)

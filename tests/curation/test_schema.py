@@ -1,5 +1,8 @@
 import json
+from decimal import Decimal
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tasks.curation.layouts import apply_layout
@@ -32,6 +35,7 @@ def test_normalize_text_casefolds_fully():
     ({"problem": "p", "answer": [20]}, "answer must be a string or a number, got list"),  # numbers are taken
     ({"problem": "p", "answer": float("nan")}, "answer must be a finite number, got nan"),
     ({"problem": "p", "answer": float("-inf")}, "answer must be a finite number, got -inf"),
+    ({"problem": "p", "answer": Decimal("NaN")}, "answer must be a finite number, got NaN"),
     ({"problem": "p", "tests": "[" * 100_000}, "tests is not valid JSON"),
     ({"problem": "p", "tests": '{"inputs": [' + "[" * 200 + "]" * 200 + '], "outputs": ["1"]}'}, "nested deeper"),
     ({"problem": "p", "tests": '{"inputs": ["\\udc00"], "outputs": ["1"]}'}, "lone surrogate"),
@@ -104,6 +108,40 @@ def test_optional_solutions_date_and_meta():
 def test_numeric_answer_kept_as_text():
     assert to_problem({"problem": "p", "answer": 42}, "s").answer == "42"
     assert to_problem({"problem": "p", "answer": 10 ** 30}, "s").answer == "1" + "0" * 30
+
+
+@pytest.mark.parametrize("value, text", [(Decimal("1.50"), "1.50"), (Decimal("-0.00"), "-0.00"),
+                                         (Decimal("1E+2"), "100"), (Decimal("1E-7"), "0.0000001")])
+def test_a_decimal_answer_keeps_its_digits(value, text):
+    assert to_problem({"problem": "p", "answer": value}, "s").answer == text
+
+
+def test_numeric_parquet_answers_keep_the_text_they_were_written_as(tmp_path):
+    """A DECIMAL(3,2) column (as DuckDB writes `select 1.50`) and a float32 column, through the reader."""
+    from tasks.records.sources import read_source
+
+    answers = []
+    for name, column in (("decimal", pa.array([Decimal("1.50")], pa.decimal128(3, 2))),
+                         ("float32", pa.array([0.1], pa.float32())), ("double", pa.array([0.1], pa.float64()))):
+        pq.write_table(pa.table({"problem": ["p"], "answer": column}), tmp_path / f"{name}.parquet")
+        (raw,) = read_source(str(tmp_path / f"{name}.parquet"))
+        answers.append(to_problem(raw.value, "s").answer)
+    assert answers == ["1.50", "0.1", "0.1"]
+
+
+def test_tests_from_a_parquet_struct_column_holding_two_forms(tmp_path):
+    """Arrow gives each row of a struct column every field, the other form's null: each row is its own form,
+    stored without the null keys."""
+    from tasks.records.sources import read_source
+
+    tests = pa.array([{"assert_code": "assert f(1) == 2", "inputs": None, "outputs": None},
+                      {"assert_code": None, "inputs": ["1\n"], "outputs": ["2\n"]}],
+                     pa.struct([("assert_code", pa.string()), ("inputs", pa.list_(pa.string())),
+                                ("outputs", pa.list_(pa.string()))]))
+    pq.write_table(pa.table({"problem": ["assert row", "stdin row"], "tests": tests}), tmp_path / "t.parquet")
+    kept = [to_problem(r.value, "s").tests for r in read_source(str(tmp_path / "t.parquet"))]
+    assert [json.loads(t) for t in kept] == [{"assert_code": "assert f(1) == 2"},
+                                             {"inputs": ["1\n"], "outputs": ["2\n"]}]
 
 
 def test_layouts_map_common_field_names():

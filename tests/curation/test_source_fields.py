@@ -87,3 +87,33 @@ def test_an_empty_source_is_refused_naming_its_file(tmp_path, name, write):
     with pytest.raises(EmptySource) as e:
         check_sources(_config("e", str(path)).sources)
     assert str(e.value) == f"{path}: source 'e' has no rows" and (e.value.name, e.value.path) == ("e", str(path))
+
+
+@pytest.mark.parametrize("row", [
+    {"question": "Full statement: what is 7+7?", "problem": "Title E", "answer": "14"},
+    {"problem": "Title E", "question": "Full statement: what is 7+7?", "answer": "14"},
+    {"problem": "Title E", "data": {"question": "Full statement: what is 7+7?"}, "answer": "14"},
+])
+def test_a_map_wins_over_the_rows_own_field_of_its_name_in_any_key_order(row):
+    from tasks.curation.layouts import apply_field_map
+
+    field_map = {"data.question" if "data" in row else "question": "problem"}
+    mapped = apply_field_map(row, field_map)
+    assert mapped["problem"] == "Full statement: what is 7+7?" and mapped["answer"] == "14"
+
+
+def test_a_row_without_the_mapped_field_keeps_its_own():
+    from tasks.curation.layouts import apply_field_map
+
+    field_map = {"question": "problem", "q2": "problem"}
+    assert apply_field_map({"problem": "own", "question": None}, field_map) == {"problem": "own"}
+    assert apply_field_map({"q2": "second", "problem": "own"}, field_map) == {"problem": "second"}
+    assert apply_field_map({"q2": "second", "question": "first"}, field_map) == {"problem": "first"}
+
+
+def test_a_map_over_a_parquet_column_wins_over_a_problem_column(tmp_path):
+    path = tmp_path / "map.parquet"
+    pq.write_table(pa.table({"question": ["Full statement: what is 7+7?"], "problem": ["Title E"],
+                             "answer": ["14"]}), path)
+    (kept,) = curate(_config("q", str(path), field_map={"question": "problem"})).problems.to_pylist()
+    assert (kept["problem"], kept["answer"]) == ("Full statement: what is 7+7?", "14")

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.records.sources import MAX_DEPTH, SourceError, check_value, read_source
+from tasks.records.sources import MAX_DEPTH, SourceError, check_source_file, check_value, read_source
 
 GOOD = b'{"problem": "What is 1+1?", "answer": "2"}'
 
@@ -98,3 +98,47 @@ def test_check_value_is_iterative():
         deep = [deep]
     assert check_value(deep) == f"nested deeper than {MAX_DEPTH} levels"
     assert check_value({"a": [{"b": "ok"}], "c": None, "d": 1.5}) is None
+
+
+def test_float32_values_at_any_depth_are_their_shortest_decimal(tmp_path):
+    table = pa.table({"a": pa.array([0.1], pa.float32()), "h": pa.array([0.1], pa.float16()),
+                      "d": pa.array([0.10000000149011612], pa.float64()),
+                      "s": pa.array([{"x": 0.1, "xs": [0.3, None]}],
+                                    pa.struct([("x", pa.float32()), ("xs", pa.list_(pa.float32()))])),
+                      "m": pa.array([[("k", 2.2)]], pa.map_(pa.string(), pa.float32()))})
+    pq.write_table(table, tmp_path / "f.parquet")
+    (row,) = read_source(str(tmp_path / "f.parquet"))
+    assert row.value == {"a": 0.1, "h": 0.1, "d": 0.10000000149011612,  # a double as it is
+                         "s": {"x": 0.1, "xs": [0.3, None]}, "m": [("k", 2.2)]}
+
+
+ARRAY = json.dumps([{"problem": "array row 1"}, {"problem": "array row 2"}], indent=2).encode()
+
+
+@pytest.mark.parametrize("name, content, why", [
+    ("rows.json", ARRAY, "a JSON array, not JSON Lines (one object per line): convert it with "
+                         "jq -c '.[]' {dir}/rows.json > {dir}/rows.jsonl"),
+    ("rows.jsonl", b"\xef\xbb\xbf \n" + ARRAY, "a JSON array, not JSON Lines (one object per line): "
+                                            "convert it with jq -c '.[]' {dir}/rows.jsonl > {dir}/rows-lines.jsonl"),
+    ("one.json", json.dumps([{"problem": "a"}, {"problem": "b"}]).encode() + b"\n",  # json.dump's one line
+     "a JSON array, not JSON Lines (one object per line): convert it with "
+     "jq -c '.[]' {dir}/one.json > {dir}/one.jsonl"),
+    ("rows.jsonl.gz", gzip.compress(ARRAY), "a JSON array, not JSON Lines (one object per line): convert it with "
+                                            "gunzip -c {dir}/rows.jsonl.gz | jq -c '.[]' > {dir}/rows.jsonl"),
+    ("fake.jsonl", b"PAR1\x15\x04", "a Parquet file (PAR1 magic) named .jsonl: name it .parquet"),
+    ("g.jsonl", gzip.compress(GOOD), "gzip-compressed data named .jsonl: name it .jsonl.gz"),
+    ("plain.jsonl.gz", GOOD, "named .jsonl.gz but not gzip-compressed (no gzip magic)"),
+])
+def test_a_file_that_is_not_json_lines_is_one_line_naming_what_it_is(tmp_path, name, content, why):
+    path = tmp_path / name
+    path.write_bytes(content)
+    for check in (check_source_file, lambda p: list(read_source(p))):  # before any row is read
+        with pytest.raises(SourceError) as e:
+            check(str(path))
+        assert str(e.value) == f"{path}: {why.format(dir=tmp_path)}"
+
+
+def test_a_json_lines_file_whose_first_row_is_an_array_is_read_as_json_lines(tmp_path):
+    rows = _read(tmp_path, b'[{"problem": "a row that is an array"}]', GOOD)
+    assert rows[0].value == [{"problem": "a row that is an array"}] and rows[1].value == json.loads(GOOD)
+    assert _read(tmp_path, b"[1, 2]")[0].value == [1, 2]  # a lone row, not an array of objects

@@ -45,6 +45,17 @@ def units(code):
     return list(snippet.units)
 
 
+@pytest.mark.parametrize("tests, mode", [
+    ({"assert_code": None, "inputs": ["1\n"], "outputs": ["2\n"]}, STDIO),  # a struct column's other form
+    ({"assert_code": None, "fn_name": None, "inputs": ["1\n"], "outputs": ["2\n"]}, STDIO),
+    ({"assert_code": "assert f(1) == 2", "inputs": None, "outputs": None, "fn_name": None}, ASSERT),
+    ({"assert_code": None, "fn_name": "f", "inputs": [[1]], "outputs": [2]}, CALL),
+])
+def test_a_null_key_is_an_absent_one(tests, mode):
+    assert parse_test_suite(tests).mode == mode
+    assert parse_test_suite(json.dumps(tests)).mode == mode
+
+
 def test_assert_style_is_split_into_setup_and_test_units():
     s = parse_test_suite({"assert_code": "x = 2\nassert f(1) == 2, 'message'\nassert f(x) == 4"})
     assert s.mode == ASSERT and len(s) == 2 and s.outputs is None and s.fn_name is None

@@ -24,8 +24,8 @@ GOLDEN = {  # rules version → (verified version id, sha256 of kept, dropped an
     # 2026-12-05.2: a problem with no mutant (13 of the demo's) is not scored: weak_tests and the counts but
     # mutants_generated (0) null, not False/0; kept and dropped rows unchanged. Verify input rules (refused
     # rows, `missing 'tests'`) change nothing on curated data. Its curated parent is CURATION_RULES
-    # 2026-12-05.3's (ds-d7f2581b9a8eca59 under 2026-12-05.2; the same rows)
-    "2026-12-05.2": ("ds-8e2b7fd83fa079ff", "c5a60a85d241398f5079f11183d210acebbe6db96c92a546267f2fd4eb097b7c"),
+    # 2026-12-06.1's (ds-8e2b7fd83fa079ff under 2026-12-05.3, ds-d7f2581b9a8eca59 under 2026-12-05.2; the same rows)
+    "2026-12-05.2": ("ds-a41b5eb523f20bdf", "c5a60a85d241398f5079f11183d210acebbe6db96c92a546267f2fd4eb097b7c"),
     # 2026-12-05: a row the stage drops names its source line (`dropped.row`, from the curated `problems.row`)
     "2026-12-05": ("ds-72f478bc7bee245b", "a195ac95c77af1afdec004e6b0103c65d4d2f8c7043463102fdb12b49e3750ec"),
     # the id names its curated parent: CURATION_RULES 2026-12-05 gave it a new id (the same rows), so this one
