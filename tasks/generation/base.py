@@ -48,6 +48,7 @@ class SamplingParams:
     top_p: float = 0.95        # paper's evaluation default
     max_tokens: int = 256      # demo responses are < 150 tokens; the paper uses 32K
     seed: int = 0
+    top_k: int = 0             # only the k most likely tokens (0: all); the paper's code evaluation: 20
 
 
 @dataclass

@@ -40,7 +40,9 @@ The loop, piece by piece (each rule is what makes it both exact and cheap):
   softmax(scores) restricted to the nucleus (up to fp32 U's 2⁻²⁴ grid), and cheaper than
   torch.multinomial or exponential_ (docs/benchmarks.md). The nucleus is not sorted out for every row:
   the argmax over all tokens, when it lies in the nucleus (one O(V) mass test), is the argmax over the
-  nucleus too; only rows whose argmax falls outside (about 1 − top_p of them) sort their scores. Same
+  nucleus too; only rows whose argmax falls outside (about 1 − top_p of them) sort their scores. With
+  top_k > 0 (the paper's code evaluation: 20) the scores below the k-th highest are −inf first (ties with
+  it kept), so the nucleus is taken over the renormalised top k, as vLLM and transformers order them. Same
   tokens as sorting every row; a full-vocabulary sort per row and step is what a 151K-token vocabulary
   makes expensive (docs/benchmarks.md). U is drawn for all the rows
   of a group every step (evicted ones too) until every row of the group has finished, so a row's sample
@@ -196,16 +198,26 @@ def in_nucleus(scores: torch.Tensor, tokens: torch.Tensor, top_p: float) -> torc
     return (probs * above).sum(-1) < top_p
 
 
+def top_k_filter(scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """scores with every token scored below the row's k-th highest set to −inf (ties with it kept); all of
+    them for top_k ≤ 0 or ≥ the vocabulary."""
+    if top_k <= 0 or top_k >= scores.shape[-1]:
+        return scores
+    kth = scores.topk(top_k, dim=-1).values[:, -1:]
+    return scores.masked_fill(scores < kth, float("-inf"))
+
+
 def sample_tokens(logits: torch.Tensor, logp: torch.Tensor, temperature: float, top_p: float,
-                  noise: torch.Tensor | None) -> torch.Tensor:
+                  noise: torch.Tensor | None, top_k: int = 0) -> torch.Tensor:
     """One token per row: greedy for temperature ≤ 0, else an exact sample of softmax(logits / temperature)
-    restricted to the top-p nucleus, by Gumbel-max: the nucleus's argmax of scores + G with G = −log(−log U),
-    `noise` = U ~ Uniform[0, 1) i.i.d., one per row and token. `logp` is log_softmax(logits), reused as the
-    scores when temperature is 1. Rows whose argmax over every token lies in the nucleus keep it (it is the
-    nucleus's argmax too); the others are filtered (`top_p_filter`) and drawn again with the same noise."""
+    restricted to its top_k tokens (`top_k_filter`; 0: all) and then to the top-p nucleus of what is left, by
+    Gumbel-max: the nucleus's argmax of scores + G with G = −log(−log U), `noise` = U ~ Uniform[0, 1)
+    i.i.d., one per row and token. `logp` is log_softmax(logits), reused as the scores when temperature is
+    1. Rows whose argmax over every token lies in the nucleus keep it (it is the nucleus's argmax too); the
+    others are filtered (`top_p_filter`) and drawn again with the same noise."""
     if temperature <= 0:
         return logits.argmax(-1)
-    scores = logp if temperature == 1.0 else logits / temperature
+    scores = top_k_filter(logp if temperature == 1.0 else logits / temperature, top_k)
     gumbel = noise.log().neg_().log_().neg_()
     pick = (scores + gumbel).argmax(-1)
     if top_p < 1.0:
@@ -432,7 +444,7 @@ class HFGenerator:
                         torch.rand(per_group, logits.shape[-1], device=dev, generator=gens[g],
                                    out=noise_buf[g * per_group:(g + 1) * per_group])
                     noise = noise_buf[rows]
-                nxt = sample_tokens(logits, logp, p.temperature, p.top_p, noise)
+                nxt = sample_tokens(logits, logp, p.temperature, p.top_p, noise, p.top_k)
                 toks[rows, t] = nxt
                 lps[rows, t] = logp.gather(-1, nxt[:, None])[:, 0]
                 fin = torch.isin(nxt, eos) & ~done  # recorded on the device; the host looks every few steps
@@ -492,7 +504,8 @@ class HFGenerator:
         greedy = p.temperature <= 0
         res = self.model.generate(
             **enc, max_new_tokens=p.max_tokens, do_sample=not greedy, num_return_sequences=p.n,
-            temperature=None if greedy else p.temperature, top_p=None if greedy else p.top_p, top_k=None,
+            temperature=None if greedy else p.temperature, top_p=None if greedy else p.top_p,
+            top_k=None if greedy or p.top_k <= 0 else p.top_k,
             output_logits=True, return_dict_in_generate=True, pad_token_id=self.tok.pad_token_id)
         new = res.sequences[:, enc["input_ids"].shape[1]:]
         logits = torch.stack(res.logits, dim=1).float()  # (B*n, T, V) raw logits

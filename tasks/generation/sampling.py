@@ -3,6 +3,8 @@ RL rollouts): one type, one set of checks, one conversion to the engines' Sampli
 
     temperature  0 = greedy; the paper samples at 0.6 for evaluation and 1.0 for RL rollouts
     top_p        nucleus mass in (0, 1]; the paper's evaluation uses 0.95, RL 1.0
+    top_k        only the k most likely tokens, before top_p (0: all); the paper's code evaluation uses 20,
+                 its math evaluation and RL none
     max_tokens   response budget in tokens (the paper: 32K; the demo's responses are < 150 tokens)
     seed         seeds sampling, so the same model, problems and seed give the same samples
 
@@ -46,6 +48,7 @@ class Sampling:
     top_p: float = 0.95        # the paper's evaluation top-p
     max_tokens: int = 256      # response budget in tokens (demo responses are < 150)
     seed: int = 0              # seeds sampling (and, in training, data order and initialisation)
+    top_k: int = 0             # only the k most likely tokens (0: all); the paper's code evaluation: 20
 
     def check_sampling(self) -> None:
         from tasks.config_checks import check_float, check_int
@@ -54,8 +57,9 @@ class Sampling:
         check_float(self, "top_p", 0.0, 1.0, above=True)
         check_int(self, "max_tokens", 1, high=1 << 20)
         check_int(self, "seed", 0, high=(1 << 63) - 1)
+        check_int(self, "top_k", 0, high=1 << 24)
 
     def sampling_params(self, n: int) -> SamplingParams:
         """`n` samples per prompt under these settings."""
         return SamplingParams(n=n, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                              seed=self.seed)
+                              seed=self.seed, top_k=self.top_k)

@@ -218,7 +218,8 @@ class VLLMGenerator:
             seeds = torch.randint(0, 2**62, (len(prompts),), generator=gen).tolist()
         stop = sorted(self.eos_ids)
         sps = [VSP(n=1 if greedy else params.n, temperature=0.0 if greedy else params.temperature,
-                   top_p=1.0 if greedy else params.top_p, max_tokens=params.max_tokens,
+                   top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
+                   max_tokens=params.max_tokens,
                    seed=None if greedy else int(s), logprobs=0, stop_token_ids=stop, detokenize=False)
                for s in seeds]
         inputs = [{"prompt_token_ids": self.tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]

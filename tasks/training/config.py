@@ -73,7 +73,7 @@ class SFTConfig:
                                                   f"(got {self.micro_batch_size})")
         check_int(self, "seq_len", 8)
         check_float(self, "grad_clip", 0.0, above=True)
-        check_int(self, "seed", 0)
+        check_int(self, "seed", 0, high=(1 << 63) - 1)  # RL's bound (Sampling): torch takes a signed 64-bit seed
         check_int(self, "save_every", 1)
         check_int(self, "keep_checkpoints", 1)
         check_choice(self, "strategy", STRATEGIES)
@@ -252,6 +252,9 @@ class RLConfig(Sampling):
         if self.top_p != 1.0:
             raise ConfigError("top_p", f"must be 1.0 for RL rollouts: the update scores softmax(z/τ), not the "
                                        f"top-p nucleus the engine would sample from (got {self.top_p})")
+        if self.top_k != 0:
+            raise ConfigError("top_k", f"must be 0 for RL rollouts: the update scores softmax(z/τ) over every "
+                                       f"token, not the top k the engine would sample from (got {self.top_k})")
         if self.old_logprobs == "rollout" and self.temperature != 1.0:
             raise ConfigError("old_logprobs", f"rollout needs temperature 1.0: the engines' log-probs are of the "
                                               f"raw distribution (τ = 1), not of τ = {self.temperature}; use "

@@ -63,6 +63,18 @@ def test_greedy_equals_transformers_generate(trained):
         assert torch.allclose(torch.tensor(a[0].logprobs), torch.tensor(b[0].logprobs), atol=1e-4)
 
 
+@pytest.mark.parametrize("loop", ["lean", "hf"])
+def test_top_k_of_one_samples_the_greedy_tokens(trained, loop):
+    """top_k = 1 leaves one token to draw at every step: at temperature 1 both loops return the greedy
+    completion n times."""
+    model, tok = trained
+    ps = prompts(tok)
+    greedy = HFGenerator(model, tok, loop=loop).generate(ps, SamplingParams(n=1, temperature=0.0, max_tokens=20))
+    top1 = HFGenerator(model, tok, loop=loop).generate(ps, SamplingParams(n=3, temperature=1.0, top_p=1.0,
+                                                                          max_tokens=20, seed=5, top_k=1))
+    assert [[c.token_ids for c in cs] for cs in top1] == [[g[0].token_ids] * 3 for g in greedy]
+
+
 def test_same_seed_same_output_other_seed_differs(lean):
     ps = prompts(lean.tok)
     sp = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_tokens=16, seed=11)
