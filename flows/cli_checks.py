@@ -70,6 +70,16 @@ def check_backend(backend: str, flag: str = "--backend") -> None:
                         "(scripts/install-vllm.sh) or use --backend hf") from None
 
 
+def check_dask(address: str, flag: str = "--dask") -> None:
+    """An existing Dask scheduler's address, before any work starts: a port that refuses the connection
+    (tasks/dask_client.refusal) is one line in a second, not a failure after progress has begun. An address
+    that does not answer at all is left to Dask's connect and its timeout."""
+    from tasks.dask_client import refusal
+
+    if why := refusal(address):
+        raise UserError(f"{flag} {address}: cannot reach the scheduler ({why})")
+
+
 def check_input_file(label: str, path: str) -> None:
     """A file the command will read, before any work: a URL this machine can open (a known protocol whose
     library is installed), and locally not a FIFO, socket or device (a source is read more than once:
@@ -174,13 +184,13 @@ def check_model(model: str, flag: str = "--model", max_tokens: int | None = None
                         f"({model}/config.json max_position_embeddings)")
 
 
-def store_root(store: str | None) -> str:
+def store_root(store: str | None, flag: str = "--store") -> str:
     """The store a command writes (--store, else $KLEAR_STORE, else ./klear-store), checked by
-    `check_store` and named by where it came from."""
+    `check_store` and named by where it came from (`flag`: what gave `store`, when not --store)."""
     from storage.store import resolve_store
 
     root = resolve_store(store)
-    check_store(root, "--store" if store else "$KLEAR_STORE" if os.environ.get("KLEAR_STORE") else "store (default)")
+    check_store(root, flag if store else "$KLEAR_STORE" if os.environ.get("KLEAR_STORE") else "store (default)")
     return root
 
 

@@ -61,11 +61,12 @@ def parse_pairs(values: list[str] | None, flag: str, sep: str = "=") -> dict[str
     out: dict[str, str] = {}
     for v in values or []:
         name, ok, value = v.partition(sep)
-        if not ok or not name.strip() or not value.strip():
+        name, value = name.strip(), value.strip()
+        if not ok or not name or not value:
             raise UserError(f"{flag} {v!r}: expected NAME{sep}VALUE")
-        if name in out:
+        if name in out:  # " m=B" names the same `m` as "m=A": it is stored stripped
             raise UserError(f"{flag} {v!r}: {name!r} given twice")
-        out[name.strip()] = value.strip()
+        out[name] = value
     return out
 
 

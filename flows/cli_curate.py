@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_checks import check_source_path, check_work_dir, store_root
+from flows.cli_checks import check_dask, check_source_path, check_work_dir, store_root
 from flows.cli_common import StoreOpt, UserError, checked, console, parse_pairs, quiet_prefect_defaults, run_flow
 from flows.cli_config_options import build_config, with_config_options
 from tasks.curation.config import CurateConfig
@@ -147,10 +147,7 @@ def curate(
 
         docker_client()
     if config.dask not in (None, "local"):  # before Prefect starts: a refused address fails in a second, not twenty
-        from tasks.dask_client import refusal
-
-        if why := refusal(config.dask):
-            raise UserError(f"--dask {config.dask}: cannot reach the scheduler ({why})")
+        check_dask(config.dask)
     from tasks.pipeline.data_alarms import layout_alarms
 
     warn(layout_alarms(first_rows, {s.name: s.layout for s in config.sources}))

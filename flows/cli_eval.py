@@ -21,10 +21,12 @@ def eval_(
     benchmark: list[str] = typer.Option(..., "--benchmark", help="NAME=PATH (.jsonl/.parquet canonical rows); repeat"),
     nproc: int = typer.Option(1, "--nproc", help="Worker processes, each with its own engine (one GPU each, "
                               "or a share of the CPU cores); the numbers equal one process's"),
-    store: Optional[str] = StoreOpt,
+    store: Optional[str] = typer.Option(None, "--store", help="Store whose catalog records each evaluation "
+                                        "(its row in `evaluations`, per-problem results beside it); without "
+                                        "it nothing is recorded, only the summary lines are printed"),
     **settings,
 ) -> None:
-    """avg@k and pass@k on benchmarks; prints one JSON summary line per benchmark."""
+    """avg@k and pass@k on benchmarks; prints one JSON summary line per benchmark (recorded with --store)."""
     import json
 
     from tasks.evaluation.evaluate import load_benchmark

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from flows.cli_checks import claim_out
-from flows.cli_common import UserError, console
+from flows.cli_common import UserError, checked, console
 
 model_app = typer.Typer(help="Models: a tiny random-init model for CPU runs, or a pretrained one fetched by name or imported from GGUF.", no_args_is_help=True)
 
@@ -57,15 +57,19 @@ def model_init(
     out: Path = typer.Option(..., "--out", help="Directory for the new HF model"),
     preset: str = typer.Option("tiny", "--preset", help="tiny (~0.5M params, its own BPE), small (~4M) or qwen3-tiny (19.8M, Qwen's 151,936-token vocabulary)"),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Canonical .jsonl/.parquet or store to train the tokenizer on (default: bundled demo data)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seeds the random weights (0 to 2**63 - 1)"),
     force: bool = typer.Option(False, "--force", help="Overwrite a model or run output already in --out"),
 ) -> None:
     """Create a random-init Qwen2-architecture model and a locally trained tokenizer. An --out that
     already holds a model or a run's output (a trained checkpoint, say) is refused unless --force."""
+    from types import SimpleNamespace
+
+    from tasks.config_checks import check_seed
     from tasks.models.presets import PRESETS
 
     if preset not in PRESETS:
         raise UserError(f"--preset {preset!r}: unknown (known: {', '.join(PRESETS)})")
+    checked(lambda: check_seed(SimpleNamespace(seed=seed)))  # the rule of every command's --seed
     _check_out(out, force)
     texts = _corpus_texts(corpus) if corpus is not None else None  # a refused corpus leaves no --out behind
     claim_out(str(out))
@@ -110,6 +114,8 @@ def model_import(
 ) -> None:
     """Convert a GGUF model file into an HF folder (dequantised to float32): safetensors, tokenizer with its
     chat template, generation config with its end-of-turn ids, and a manifest (klear_model.json)."""
+    if gguf.is_dir():
+        raise UserError(f"--gguf {gguf}: is a directory, not a GGUF file")
     if not gguf.is_file():
         raise UserError(f"--gguf {gguf}: no such file")
     _check_out(out, force)
@@ -136,14 +142,14 @@ def model_export(
     safetensors, config, generation config, tokenizer with its chat template. Needs only the checkpoint
     (not the run's base model) and one process, whatever the number of ranks that wrote it; reads and
     writes one weight file (≤ 5 GB) at a time, never the whole model."""
-    from tasks.training.checkpoint import CheckpointError, check_checkpoint
-    from tasks.training.export import EXPORT_DTYPES, export_checkpoint, find_checkpoint
+    from tasks.training.checkpoint import CheckpointError
+    from tasks.training.export import EXPORT_DTYPES, check_export, export_checkpoint, find_checkpoint
 
     if dtype is not None and dtype not in EXPORT_DTYPES:
         raise UserError(f"--dtype {dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
     try:
         ckpt = find_checkpoint(checkpoint)
-        check_checkpoint(ckpt)  # a refused checkpoint leaves no --out behind
+        check_export(ckpt)  # a refused checkpoint (its config.json included) leaves no --out behind
         _check_out(out, force)
         claim_out(str(out))
         path = export_checkpoint(ckpt, out, dtype=dtype)

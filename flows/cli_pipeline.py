@@ -68,7 +68,7 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     from tasks.reporting import tensorboard_command
 
     settings = _settings_file(config_file)
-    root = store_root(store or settings.get("store"))
+    root = _store_root(store, settings, config_file)
     if base_model is not None:
         settings["base_model"] = resolve_model_flag("--base-model", base_model)
     config = _pipeline_config(root, seed, scale, settings, config_file)
@@ -117,6 +117,18 @@ def _settings_file(path: str | None) -> dict:
         return read_settings(path)
     except TemplateError as e:
         raise UserError(f"--config {e}") from None
+
+
+def _store_root(store: str | None, settings: dict, config_file: str | None) -> str:
+    """The run's store, checked (cli_checks.store_root): --store, else the --config file's `store`, named as
+    `store (FILE)` in its one line (the user gave no --store), else $KLEAR_STORE or ./klear-store."""
+    given = settings.get("store")
+    if store is not None or given is None:
+        return store_root(store)
+    where = f"store ({config_file})"
+    if not isinstance(given, str) or not given.strip():
+        raise UserError(f"{where}: must be a store directory or URL (got {given!r})")
+    return store_root(given, flag=where)
 
 
 def _pipeline_config(root: str, seed: int | None, scale: float | None, settings: dict | None = None,

@@ -141,13 +141,24 @@ def ablate(
         raise UserError(f"--seeds {seeds!r}: expected comma-separated integers") from None
     if not seed_list:
         raise UserError("--seeds: expected at least one seed")
+    if (i := _first_repeat(seed_list)) is not None:  # a seed run twice would count twice in the mean and interval
+        raise UserError(f"--seeds {seeds!r}: seed {seed_list[i]} given twice")
     if arm and (vary or losses):
         raise UserError("--arm and --vary/--losses both given: use one way to name the arms")
-    axes = _vary_axes(vary or [], losses)
+    texts = _vary_axes(vary or [], losses)
     base = checked(lambda: build_config(RLConfig, settings, nested=RL_NESTED))
     check_backend(base.backend)
-    axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in axes.items()})
+    axes = checked(lambda: {name: [parse_value(RLConfig, name, v) for v in values] for name, values in texts.items()})
+    for name, values in axes.items():  # the same value written two ways (0.1 and 1e-1): the same arm twice
+        if (i := _first_repeat(values)) is not None:
+            flag = "--losses" if name == "loss" and losses is not None else f"--vary {name}"
+            first = texts[name][values.index(values[i])]
+            raise UserError(f"{flag}: {texts[name][i]} is the same value as {first}")
     arm_list = checked(lambda: [_parse_arm(a) for a in arm]) if arm else None
+    if arm_list and (i := _first_repeat(arm_list)) is not None:
+        first = arm[arm_list.index(arm_list[i])]
+        raise UserError(f"--arm {arm[i]!r}: given twice" if arm[i].strip() == first.strip() else
+                        f"--arm {arm[i]!r}: the same arm as --arm {first!r}")
     runs = checked(lambda: [arm_config(base, a, s) for a in (arm_list or arms(axes)) for s in seed_list])
     for problem in dict.fromkeys(rl_layout_problem(nproc, c, nodes) for c in runs):  # each distinct one once
         if problem:
@@ -221,7 +232,8 @@ def _parse_arm(spec: str) -> dict:
 
 
 def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:
-    """`--vary FIELD=V1,V2` (repeatable) and `--losses` as {field: [value text]}; default: the three losses."""
+    """`--vary FIELD=V1,V2` (repeatable) and `--losses` as {field: [value text]}; default: the three losses.
+    A value given twice is refused: its arms would run twice and count twice in the summary."""
     axes: dict[str, list[str]] = {}
     for item in vary:
         name, eq, values = item.partition("=")
@@ -231,6 +243,8 @@ def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:
             raise UserError(f"--vary {item!r}: expected FIELD=VALUE1,VALUE2")
         if name in axes:
             raise UserError(f"--vary {name}: given twice")
+        if (i := _first_repeat(items)) is not None:
+            raise UserError(f"--vary {item!r}: {items[i]} given twice")
         axes[name] = items
     if losses is not None:
         if "loss" in axes:
@@ -238,7 +252,15 @@ def _vary_axes(vary: list[str], losses: str | None) -> dict[str, list[str]]:
         axes = {"loss": [v.strip() for v in losses.split(",") if v.strip()], **axes}
         if not axes["loss"]:
             raise UserError("--losses: expected a comma-separated list of policy losses")
+        if (i := _first_repeat(axes["loss"])) is not None:
+            raise UserError(f"--losses {losses!r}: {axes['loss'][i]} given twice")
     return axes or {"loss": ["gppo", "grpo", "cispo"]}
+
+
+def _first_repeat(values: list) -> int | None:
+    """The index of the first value equal to one before it (settings compare by value: an arm's dict in any
+    order), else None."""
+    return next((i for i, v in enumerate(values) if v in values[:i]), None)
 
 
 def _print_rl_plan(model: str, data: str | None, cfg: RLConfig, nproc: int, gpu_memory: float | None,

@@ -53,15 +53,52 @@ class TemplateError(ValueError):
     """A settings file that cannot be read or does not hold settings; the message names the file."""
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: Any, line: int, first: int):
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+
+def _unique_key_loader() -> type:
+    """yaml.SafeLoader refusing a mapping that names a key twice (`_RepeatedKey`): YAML keeps the last one
+    silently, so `sources: {a: x.parquet, a: y.jsonl}` or a second `sft:` block would drop the first. A merge
+    (`<<: *base`) may still be overridden by the mapping's own keys."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: dict = {}  # key → the line it was first given on
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+                    try:
+                        if key in seen:
+                            raise _RepeatedKey(key, line, seen[key])
+                        seen[key] = line
+                    except TypeError:  # an unhashable key: SafeLoader's own error names it
+                        continue
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def read_settings(path: str) -> dict:
-    """A YAML or JSON settings file as a mapping (an empty file: no settings); TemplateError naming it."""
+    """A YAML or JSON settings file as a mapping (an empty file: no settings); TemplateError naming it, and
+    the key and its line when a mapping names a key twice."""
     import yaml
 
     p = Path(path)
+    if p.is_dir():
+        raise TemplateError(f"{path}: is a directory, not a settings file")
     if not p.is_file():
         raise TemplateError(f"{path}: no such file")
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))  # JSON is YAML
+        doc = yaml.load(p.read_text(encoding="utf-8"), Loader=_unique_key_loader())  # JSON is YAML
+    except _RepeatedKey as e:
+        raise TemplateError(f"{path}: line {e.line}: key {e.key!r} given twice (first on line {e.first}); "
+                            "a YAML mapping would keep only the last") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise TemplateError(f"{path}: not readable YAML or JSON ({str(e).splitlines()[0][:160]})") from None
     if doc is None:

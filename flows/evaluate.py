@@ -23,13 +23,13 @@ def _model_on_benchmarks(param) -> str:
 def evaluate(model: str, benchmarks: dict[str, str],
              config: Annotated[EvalConfig, ConfigForm(EvalConfig)] = EvalConfig(), store: str | None = None,
              nproc: int = 1) -> list[dict]:
-    """avg@k / pass@k of `model` on each benchmark, recorded in the store's catalog.
+    """avg@k / pass@k of `model` on each benchmark, recorded in the store's catalog when a store is given.
 
     Args:
         model: HF model directory (a checkpoint)
         benchmarks: NAME → PATH of each benchmark (a canonical .jsonl/.parquet)
         config: sampling settings and k (`klear eval`'s flags)
-        store: store whose catalog records the evaluations (default: $KLEAR_STORE or ./klear-store)
+        store: store whose catalog records the evaluations (None: nothing is recorded, the rows are returned)
         nproc: worker processes that share the problems (one GPU each, or a share of the CPU cores)
     """
     return [evaluate_task(model, name, path, config, store, nproc) for name, path in benchmarks.items()]

@@ -135,6 +135,10 @@ def verify(
         raise UserError(str(exc)) from None
     if dask is None:
         docker_client()
+    else:  # before any row is sent: a refused address is one line, not a progress line and then the error
+        from flows.cli_checks import check_dask
+
+        check_dask(dask)
     started = time.monotonic()
     with StepProgress("verify", unit="rows", rate_unit="rows/s") as report:  # stderr, as every stage's
         try:

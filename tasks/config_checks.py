@@ -59,6 +59,15 @@ def check_int(cfg: Any, name: str, low: int, high: int | None = None, optional: 
         raise ConfigError(name, f"must be at most {high} (got {value})")
 
 
+MAX_SEED = (1 << 63) - 1  # torch.manual_seed and the samplers take a signed 64-bit seed
+
+
+def check_seed(cfg: Any, name: str = "seed") -> None:
+    """The one rule for every seed: an integer in [0, MAX_SEED]. A larger one passes a lower bound alone and
+    fails deep in the work (torch.manual_seed's "Overflow when unpacking long long"), after output exists."""
+    check_int(cfg, name, 0, high=MAX_SEED)
+
+
 def finite_problem(value: Any) -> str | None:
     """The one rule for every float setting, whichever way it comes (a flag, a config file, a deployment's
     parameters): NaN, +inf and -inf are refused. No range check can do it: NaN compares false with every

@@ -22,6 +22,9 @@ from tasks.training.config import RLConfig, SelectionConfig, SFTConfig
     (SFTConfig, {"micro_batch_size": 9, "batch_size": 4}, "micro_batch_size (--micro-batch-size) must not exceed"),
     (SFTConfig, {"seq_len": 1}, "seq_len (--seq-len) must be at least 8"),
     (SFTConfig, {"save_every": 0}, "save_every (--save-every) must be at least 1"),
+    (SFTConfig, {"seed": -1}, "seed (--seed) must be at least 0"),
+    (SFTConfig, {"seed": 10 ** 20}, f"seed (--seed) must be at most {(1 << 63) - 1}"),
+    (RLConfig, {"seed": 10 ** 20}, f"seed (--seed) must be at most {(1 << 63) - 1}"),
     (SFTConfig, {"strategy": "zero3"}, "strategy (--strategy) must be one of ddp, fsdp"),
     (EvalConfig, {"k": 0}, "k (--k) must be at least 1"),
     (EvalConfig, {"k": 2 ** 70}, "k (--k) must be at most 4096"),
@@ -180,3 +183,16 @@ def test_a_pipeline_benchmark_row_that_cannot_be_graded_stops_the_run_before_its
     proofs.write_text('{"problem": "Prove that there are infinitely many primes."}\n')
     assert PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"b": str(bench), "p": str(proofs)},
                           eval_benchmark="b")
+
+
+def test_every_seed_takes_the_range_torch_takes():
+    from types import SimpleNamespace
+
+    from tasks.config_checks import MAX_SEED, check_seed
+
+    for ok in (0, MAX_SEED):
+        check_seed(SimpleNamespace(seed=ok))
+    for bad, says in ((-1, "must be at least 0"), (MAX_SEED + 1, f"must be at most {MAX_SEED}"), (True, "integer")):
+        with pytest.raises(ConfigError, match=says):
+            check_seed(SimpleNamespace(seed=bad))
+    assert MAX_SEED == (1 << 63) - 1

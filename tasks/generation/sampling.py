@@ -51,12 +51,12 @@ class Sampling:
     top_k: int = 0             # only the k most likely tokens (0: all); the paper's code evaluation: 20
 
     def check_sampling(self) -> None:
-        from tasks.config_checks import check_float, check_int
+        from tasks.config_checks import check_float, check_int, check_seed
 
         check_float(self, "temperature", 0.0, 100.0)
         check_float(self, "top_p", 0.0, 1.0, above=True)
         check_int(self, "max_tokens", 1, high=1 << 20)
-        check_int(self, "seed", 0, high=(1 << 63) - 1)
+        check_seed(self)
         check_int(self, "top_k", 0, high=1 << 24)
 
     def sampling_params(self, n: int) -> SamplingParams:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable
 
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+from tasks.config_checks import check_seed
 from tasks.models.checks import ModelDirError, check_model_dir, context_length, existing_model  # noqa: F401
 from tasks.models.presets import PRESETS
 from tasks.models.tokenizer import EOS, IM_END, train_tokenizer
@@ -34,6 +36,7 @@ def init_model(out: Path, texts: Iterable[str], preset: str = "tiny", seed: int 
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    check_seed(SimpleNamespace(seed=seed))  # before `out` is made: torch.manual_seed takes 64 bits
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from tasks.config_checks import (STRICT_KEYS, ConfigError, check_choice, check_existing_file, check_float, check_int,
-                                 check_subset)
+                                 check_seed, check_subset)
 from tasks.evaluation.config import MAX_K
 from tasks.generation.sampling import Sampling
 from tasks.grading.registry import GRADERS
@@ -73,7 +73,7 @@ class SFTConfig:
                                                   f"(got {self.micro_batch_size})")
         check_int(self, "seq_len", 8)
         check_float(self, "grad_clip", 0.0, above=True)
-        check_int(self, "seed", 0, high=(1 << 63) - 1)  # RL's bound (Sampling): torch takes a signed 64-bit seed
+        check_seed(self)
         check_int(self, "save_every", 1)
         check_int(self, "keep_checkpoints", 1)
         check_choice(self, "strategy", STRATEGIES)

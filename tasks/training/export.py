@@ -24,6 +24,7 @@ from pathlib import Path
 from tasks.training.checkpoint import (HF_SHARD_SIZE, SHARDS, STATE, CheckpointError, check_checkpoint,
                                        checkpoint_step, is_complete, latest_checkpoint)
 
+CONFIG = "config.json"  # the model's config, as save_pretrained writes it
 NOT_COPIED = {STATE, SHARDS}  # training-only entries of a checkpoint directory
 EXPORT_DTYPES = ("float32", "bfloat16", "float16")  # what the weights may be written in (training keeps float32)
 
@@ -48,17 +49,16 @@ def export_checkpoint(ckpt: Path, out: Path, dtype: str | None = None,
                       max_shard_size: int | str = HF_SHARD_SIZE) -> Path:
     """Write the HF folder of checkpoint `ckpt` (a checkpoint or a run directory: `find_checkpoint`) to
     `out`, its weights in `dtype` (one of EXPORT_DTYPES; None: as trained); returns `out`. A checkpoint
-    that fails `check_checkpoint` or whose shards do not hold its config's model is a CheckpointError
+    that fails `check_export` or whose shards do not hold its config's model is a CheckpointError
     naming it."""
     import torch
     from huggingface_hub import split_torch_state_dict_into_shards
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     if dtype is not None and dtype not in EXPORT_DTYPES:
         raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(EXPORT_DTYPES)}")
     ckpt = find_checkpoint(ckpt)
-    check_checkpoint(ckpt)
-    config = AutoConfig.from_pretrained(str(ckpt))
+    config = check_export(ckpt)
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     cast = getattr(torch, dtype) if dtype else None
@@ -81,8 +81,32 @@ def export_checkpoint(ckpt: Path, out: Path, dtype: str | None = None,
         if f.name not in NOT_COPIED and f.is_file():
             shutil.copy2(f, out / f.name)
     if dtype:
-        _set_config_dtype(out / "config.json", dtype)
+        _set_config_dtype(out / CONFIG, dtype)
     return out
+
+
+def check_export(ckpt: Path):
+    """Everything the export reads before it writes, so that a refused checkpoint leaves no --out behind:
+    `check_checkpoint`, then its config.json as transformers reads it (returned). CheckpointError naming the
+    checkpoint and the file otherwise (a config.json cut short, not a JSON object, no model transformers
+    knows)."""
+    from transformers import AutoConfig
+
+    check_checkpoint(ckpt)
+    f = Path(ckpt) / CONFIG
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {ckpt}: {CONFIG} is not readable JSON ({type(e).__name__}); the "
+                              "checkpoint is corrupt") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"checkpoint {ckpt}: {CONFIG} is not a JSON object; the checkpoint is corrupt")
+    try:
+        return AutoConfig.from_pretrained(str(ckpt))
+    except Exception as e:  # an unknown model_type, a value the config class refuses: several types
+        why = " ".join(str(e).split())[:160]
+        raise CheckpointError(f"checkpoint {ckpt}: {CONFIG} is no model config transformers reads "
+                              f"({type(e).__name__}: {why})") from None
 
 
 def saved_names(skeleton) -> dict:

@@ -136,9 +136,27 @@ def _args(fx, command, **over):
     ("rl", {"--eval-benchmark": "{dir.jsonl}", "--eval-every": 1},
      "eval_benchmark (--eval-benchmark) {dir.jsonl}: is a directory"),
     ("model init", {"--corpus": "{dir.jsonl}"}, "--corpus {dir.jsonl}: "),
+    ("pipeline", {"--config": "{plain-dir}"}, "--config {plain-dir}: is a directory, not a settings file"),
 ])
 def test_a_directory_where_a_file_is_expected(fx, command, over, needle):
     assert_one_line(klear(*_args(fx, command, **{k: _fill(fx, v) for k, v in over.items()})), _fill(fx, needle))
+
+
+def test_verify_checks_the_scheduler_before_any_work(fx, tmp_path):
+    """A port that refuses the connection: one line, and no progress line before it (nothing started)."""
+    rows = _jsonl(tmp_path / "sub.jsonl", [{"id": "a", "code": "print(1)",
+                                            "tests": {"inputs": [""], "outputs": ["1\n"]}}])
+    out = tmp_path / "v.jsonl"
+    assert_one_line(klear("verify", rows, "--out", out, "--dask", "tcp://127.0.0.1:1"),
+                    "--dask tcp://127.0.0.1:1: cannot reach the scheduler (connection refused by 127.0.0.1:1)")
+    assert not out.exists()
+
+
+def test_model_import_of_a_directory_says_it_is_one(fx, tmp_path):
+    out = tmp_path / "m"
+    assert_one_line(klear("model", "import", "--gguf", fx["plain-dir"], "--out", out),
+                    f"--gguf {fx['plain-dir']}: is a directory, not a GGUF file")
+    assert not out.exists()
 
 
 def test_verify_input_that_is_a_directory(fx):
@@ -163,6 +181,16 @@ def test_verify_refuses_a_problem_file_that_holds_no_submission(fx, tmp_path):
 def test_a_store_that_is_a_file(fx, command, where):
     store = fx["file"] if where == "a file" else fx["file"] / "store"
     assert_one_line(klear(*_args(fx, command, **{"--store": store})), f"--store {store}: ")
+
+
+@pytest.mark.parametrize("value, needle", [("{file}", "store ({config}) {file}: is a file"),
+                                           ("5", "store ({config}): must be a store directory or URL (got 5)")])
+def test_a_store_from_the_config_file_is_named_by_its_key_not_a_flag(fx, tmp_path, value, needle):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"store: {_fill(fx, value)}\n")
+    r = klear(*_args(fx, "pipeline", **{"--store": None, "--config": config}))
+    assert_one_line(r, _fill(fx, needle).replace("{config}", str(config)))
+    assert "--store" not in r.stderr
 
 
 def test_a_store_from_the_environment_that_is_a_file(fx):
@@ -497,6 +525,17 @@ def test_a_bad_pipeline_value_is_one_line_naming_its_flag(fx, flag, value, needl
     store = fx["w"] / "pipe-store-bad-value"
     assert_one_line(klear(*_args(fx, "pipeline", **{"--store": store, flag: value})), needle)
     assert not store.exists()
+
+
+@pytest.mark.parametrize("command", ["sft", "rl", "eval", "model init"])
+@pytest.mark.parametrize("seed, needle", [("-1", "seed (--seed) must be at least 0 (got -1)"),
+                                          (str(10 ** 20), f"seed (--seed) must be at most {(1 << 63) - 1} (got")])
+def test_a_seed_out_of_range_is_the_same_one_line_everywhere_before_anything_is_made(fx, tmp_path, command, seed,
+                                                                                     needle):
+    out = tmp_path / "out"
+    over = {} if command == "eval" else {"--out": out}
+    assert_one_line(klear(*_args(fx, command, **over, **{"--seed": seed})), needle)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("extra, needle", [

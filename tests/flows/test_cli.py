@@ -24,6 +24,9 @@ def run(args, tmp_path, **env):
     (["curate", "--source", "a=/no/such.jsonl"], "--source a=/no/such.jsonl: no such file"),
     (["curate", "--source", "a=data.csv"], "unknown source format"),
     (["curate", "--source", "a=x.jsonl", "--source", "a=y.jsonl"], "'a' given twice"),
+    (["curate", "--source", "a=x.jsonl", "--source", " a =y.jsonl"], "--source ' a =y.jsonl': 'a' given twice"),
+    (["curate", "--source", "a=x.jsonl", "--benchmark", "m=x.jsonl", "--benchmark", " m=y.jsonl"],
+     "--benchmark ' m=y.jsonl': 'm' given twice"),
     (["curate", "--bogus"], "No such option"),
 ])
 def test_bad_invocations_are_one_line_exit_2(args, msg, tmp_path):
@@ -215,11 +218,19 @@ def config_only_model_and_one_row(tmp_path):
     return model, data
 
 
+def test_eval_benchmark_named_twice_with_a_space_is_one_line(tmp_path):
+    model, data = config_only_model_and_one_row(tmp_path)
+    r = run(["eval", "--model", str(model), "--benchmark", f"m={data}", "--benchmark", f" m={data}"], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"klear: error: --benchmark ' m={data}': 'm' given twice", r.stderr
+
+
 @pytest.mark.parametrize("vary, msg", [
     ("sft_alpha=x", "sft_alpha (--sft-alpha) expects float, got 'x'"),
     ("temprature=1", "temprature (--temprature) is not a setting of RLConfig"),
     ("reward.code_mode=soft,partial", "reward.code_mode (--reward-code-mode) must be one of hard, soft (got 'partial')"),
     ("steps", "--vary 'steps': expected FIELD=VALUE1,VALUE2"),
+    ("loss=gppo,gppo", "--vary 'loss=gppo,gppo': gppo given twice"),
+    ("lr=0.1,0.2,1e-1", "--vary lr: 1e-1 is the same value as 0.1"),
 ])
 def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
     model, data = config_only_model_and_one_row(tmp_path)
@@ -228,11 +239,27 @@ def test_ablate_bad_vary_is_one_line(vary, msg, tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
 
 
+@pytest.mark.parametrize("flags, msg", [
+    (["--losses", "gppo,grpo,gppo"], "--losses 'gppo,grpo,gppo': gppo given twice"),
+    (["--seeds", "1,1"], "--seeds '1,1': seed 1 given twice"),
+    (["--seeds", "2, 1,3,2"], "--seeds '2, 1,3,2': seed 2 given twice"),
+])
+def test_ablate_a_repeated_loss_or_seed_is_one_line(flags, msg, tmp_path):
+    """A repeated seed or arm would train the same run twice and count it twice in the mean and interval."""
+    model, data = config_only_model_and_one_row(tmp_path)
+    r = run(["ablate", "--model", str(model), "--data", str(data), "--out", str(tmp_path / "o"),
+             "--benchmark", str(data), *flags], tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == f"klear: error: {msg}", r.stderr
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("arms, msg", [
     (["loss=gppo,mini_batches=x"], "mini_batches (--mini-batches) expects int, got 'x'"),
     (["loss=gppo", "loss"], "--arm 'loss': expected FIELD=VALUE[,FIELD=VALUE…]"),
     (["loss=gppo,loss=grpo"], "--arm 'loss=gppo,loss=grpo': loss given twice"),
     (["loss=ppo"], "loss (--loss) must be one of cispo, gppo, grpo (got 'ppo')"),
+    (["loss=gppo", "loss=gppo"], "--arm 'loss=gppo': given twice"),
+    (["loss=gppo,lr=0.1", "lr=1e-1, loss=gppo"], "--arm 'lr=1e-1, loss=gppo': the same arm as --arm 'loss=gppo,lr=0.1'"),
 ])
 def test_ablate_bad_arm_is_one_line(arms, msg, tmp_path):
     model, data = config_only_model_and_one_row(tmp_path)

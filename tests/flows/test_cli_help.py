@@ -33,3 +33,13 @@ def test_every_option_name_is_shown_whole(columns):
             assert not missing, (words, columns, missing)
     finally:
         fit_help_to_terminal(200)
+
+
+def test_eval_help_says_it_records_only_with_a_store():
+    """`klear eval` records nothing without --store (no default store, unlike the commands that write one)."""
+    r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}, terminal_width=200)
+    text = " ".join(r.output.replace("│", " ").split())
+    assert r.exit_code == 0 and "without it nothing is recorded" in text, r.output
+    assert "$KLEAR_STORE" not in text.split("--store", 1)[1].split("--", 1)[0], r.output
+    curate = CliRunner().invoke(app, ["curate", "--help"], env={"COLUMNS": "200"}, terminal_width=200)
+    assert "default $KLEAR_STORE or ./klear-store" in " ".join(curate.output.replace("│", " ").split())

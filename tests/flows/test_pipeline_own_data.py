@@ -103,6 +103,30 @@ def test_a_bad_key_in_the_file_is_one_line_before_any_work(tmp_path, extra, need
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("text, needle", [
+    ("demo: false\nsources: {a: x.parquet, a: y.jsonl}\n", "line 2: key 'a' given twice (first on line 2)"),
+    ("sft:\n  epochs: 2\nseed: 1\nsft:\n  epochs: 3\n", "line 4: key 'sft' given twice (first on line 1)"),
+    ('{"seed": 1,\n "seed": 2}', "line 2: key 'seed' given twice (first on line 1)"),
+])
+def test_a_key_given_twice_in_the_file_is_one_line_naming_it_and_its_line(tmp_path, text, needle):
+    """YAML itself keeps the last of a repeated key: the first source or `sft:` block would be dropped silently."""
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    r = klear("pipeline", "--config", path, "--store", tmp_path / "store")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"klear: error: --config {path}: {needle}"), r.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_merge_key_may_still_be_overridden_by_the_mapping_s_own_keys(tmp_path):
+    from flows.config_template import read_settings
+
+    path = tmp_path / "run.yaml"
+    path.write_text("base: &b {epochs: 2, seq_len: 16}\nsft:\n  <<: *b\n  epochs: 3\n")
+    assert read_settings(str(path))["sft"] == {"epochs": 3, "seq_len": 16}
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_raw_openr1_and_taco_files_run_to_the_end(tmp_path, session_api):

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -29,3 +30,12 @@ def test_same_seed_same_weights(tmp_path):
     a = AutoModelForCausalLM.from_pretrained(init_model(tmp_path / "a", CORPUS, seed=3))
     b = AutoModelForCausalLM.from_pretrained(init_model(tmp_path / "b", CORPUS, seed=3))
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+@pytest.mark.parametrize("seed, says", [(-1, "must be at least 0"), (1 << 64, f"must be at most {(1 << 63) - 1}")])
+def test_a_seed_torch_cannot_take_is_refused_before_anything_is_written(tmp_path, seed, says):
+    from tasks.config_checks import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        init_model(tmp_path / "m", CORPUS, seed=seed)
+    assert not (tmp_path / "m").exists()

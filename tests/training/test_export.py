@@ -53,13 +53,21 @@ def test_export_gives_an_hf_folder_with_the_checkpoint_weights(trained, tmp_path
     assert not (tmp_path / "hf" / "state").exists() and not (tmp_path / "hf" / "trainer_state.json").exists()
 
 
-@pytest.mark.parametrize("what, says", [("nothing", "no such directory"), ("corrupt", "state/.metadata is not readable")])
+DAMAGE = {"corrupt": ("state/.metadata", b"garbage"), "config cut short": ("config.json", b'{"x":'),
+          "config not an object": ("config.json", b"[1, 2]"), "config of no model": ("config.json", b'{"hidden_size": 8}')}
+
+
+@pytest.mark.parametrize("what, says", [("nothing", "no such directory"), ("corrupt", "state/.metadata is not readable"),
+                                        ("config cut short", "config.json is not readable JSON"),
+                                        ("config not an object", "config.json is not a JSON object"),
+                                        ("config of no model", "config.json is no model config")])
 def test_export_of_what_is_no_checkpoint_is_one_line(trained, tmp_path, what, says):
     ckpt, _ = trained
     path = tmp_path / "missing"
     if what != "nothing":
         path = shutil.copytree(ckpt, tmp_path / "step-1")
-        (path / "state" / ".metadata").write_bytes(b"garbage")
+        file, content = DAMAGE[what]
+        (path / file).write_bytes(content)
     r = klear("model", "export", path, "--out", tmp_path / "hf")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
