@@ -19,7 +19,7 @@ from storage.store import Store, resolve_store, store_of
 from tasks.pipeline.stages import TRAINING_CODE, finished, stage_key
 from tasks.reporting import chart_markdown, plot_arms
 from tasks.training.ablation import (TRAINING_FIGURES, ablation_markdown, arm_config, arms, label, pairwise,
-                                     run_figures, summarize, training_figures)
+                                     repeated_run, run_figures, summarize, training_figures)
 from tasks.training.metrics import read_metrics
 from tasks.training.launch import run_rl
 from tasks.training.nodes import NodeLayout, node_layout
@@ -94,6 +94,8 @@ def ablate(model: str, data: str, out: str, benchmark: str,
     cfg = replace(config, eval_benchmark=benchmark, eval_every=config.eval_every or max(1, config.steps // 4))
     chosen = arm_list if arm_list else arms(vary)
     plan = [(arm, seed, arm_config(cfg, arm, seed)) for arm in chosen for seed in seeds]  # all checked first
+    if twice := repeated_run(plan):
+        raise ValueError(f"seeds {seeds} / arms: {twice}; each run must be a distinct one")
     if problem := nodes.runs_problem(len(plan)):
         raise ValueError(f"rdzv_endpoint {rdzv_endpoint}: {problem}")
     if not nodes.is_main:

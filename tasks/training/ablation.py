@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import statistics
 import typing
 from typing import Any
@@ -71,6 +72,19 @@ def parse_value(cls: type, name: str, text: str) -> Any:
     except ValueError:
         raise ConfigError(name, f"expects {getattr(kind, '__name__', kind)}, got {text!r}") from None
     return text
+
+
+def repeated_run(plan: list[tuple[dict[str, Any], int, RLConfig]]) -> str | None:
+    """What an ablation's (arm, seed, config) plan runs twice, in words, or None: a seed or an arm given twice
+    (or one arm's value written two ways) would count one run twice in its arm's mean and interval."""
+    seen: dict[str, tuple[dict[str, Any], int]] = {}
+    for arm, seed, cfg in plan:
+        key = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
+        if key in seen:
+            first, first_seed = seen[key]
+            return f"arm {label(arm)} with seed {seed} is the run of arm {label(first)} with seed {first_seed}"
+        seen[key] = (arm, seed)
+    return None
 
 
 def arm_config(base: RLConfig, arm: dict[str, Any], seed: int) -> RLConfig:

@@ -3,7 +3,7 @@ import pytest
 
 from tasks.config_checks import ConfigError
 from tasks.stats import t975, welch
-from tasks.training.ablation import (arm_config, area_under_curve, arms, label, pair_line, pairwise, parse_value,
+from tasks.training.ablation import (arm_config, repeated_run, area_under_curve, arms, label, pair_line, pairwise, parse_value,
                                      run_figures, summarize, training_figures)
 from tasks.training.config import RLConfig
 
@@ -38,6 +38,17 @@ def test_a_bad_value_or_name_is_one_line(name, text, message):
 def test_arm_config_applies_overrides_nested_fields_and_the_seed():
     cfg = arm_config(RLConfig(steps=3), {"loss": "cispo", "reward.code_mode": "hard"}, seed=5)
     assert (cfg.loss, cfg.reward.code_mode, cfg.seed, cfg.steps) == ("cispo", "hard", 5, 3)
+
+
+def test_a_run_planned_twice_is_named():
+    """A seed given twice, or an arm whose value is written two ways, plans the same run twice; an ablation
+    (CLI or deployment) refuses it, since the run would count twice in its arm's mean."""
+    base = RLConfig()
+    plan = [(a, s, arm_config(base, a, s)) for a in [{"lr": 0.1}, {"lr": 1e-1}] for s in (1, 2)]
+    assert repeated_run(plan) == "arm lr=0.1 with seed 1 is the run of arm lr=0.1 with seed 1"
+    seeds = [({}, s, arm_config(base, {}, s)) for s in (3, 3)]
+    assert repeated_run(seeds) == "arm base with seed 3 is the run of arm base with seed 3"
+    assert repeated_run([(a, 1, arm_config(base, a, 1)) for a in arms({"loss": ["gppo", "grpo"]})]) is None
 
 
 def test_arm_config_checks_the_result():
