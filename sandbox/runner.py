@@ -281,22 +281,32 @@ def _remove_ipc():
 INET_TABLES = ("tcp", "tcp6", "udp", "udp6")  # /proc/net: the sockets of our network namespace
 
 
-def _sockets_gone(wait_s=0.5):
-    """True once no TCP or UDP socket is left in our network namespace (the container's own, which outlives
-    every test and job). Every process is dead, but the kernel can keep a socket after its last owner, and
-    a socket's ports carry a job's data to the next one (a policy encoding an answer in the port numbers of
-    connections it closed; TIME_WAIT held them 60 s until ContainerConfig.net_sysctls turned it off). Waits
-    up to `wait_s` for loopback's last closes; False (the container is replaced) if any is still there."""
+def inet_sockets():
+    """Every TCP and UDP socket in our network namespace as (table, local, remote, state, inode): a closed
+    one's inode is 0, its ports tell it apart. A table the kernel lacks (tcp6 with IPv6 off) holds none."""
+    found = set()
+    for table in INET_TABLES:
+        try:
+            with open(f"/proc/net/{table}") as fh:
+                lines = fh.readlines()[1:]
+        except OSError:
+            continue
+        rows = (line.split() for line in lines)
+        found.update((table, *f[1:4], f[9]) for f in rows if len(f) > 9)
+    return found
+
+
+def _sockets_gone(before, wait_s=0.5):
+    """True once no TCP or UDP socket is left in our network namespace but those of `before` (the sockets
+    there when the runner started: none with network "none"; a network's own resolver otherwise). The
+    namespace is the container's, which outlives every test and job: every process is dead, but the kernel
+    can keep a socket after its last owner, and a socket's ports carry a job's data to the next one (a policy
+    encoding an answer in the port numbers of connections it closed; TIME_WAIT held them 60 s until
+    ContainerConfig.net_sysctls turned it off). Waits up to `wait_s` for loopback's last closes; False (the
+    container is replaced) if any is still there."""
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            left = 0
-            for table in INET_TABLES:
-                with open(f"/proc/net/{table}") as fh:
-                    left += sum(1 for line in fh.readlines()[1:] if line.strip())
-        except OSError:
-            return False
-        if not left:
+        if not inet_sockets() - before:
             return True
         if time.monotonic() > deadline:
             return False
@@ -1278,7 +1288,7 @@ class _SolutionModule(types.ModuleType):
             raise AttributeError(name) from None
 
 
-ASSERT_TICK = "__klear_assert_ran__"  # called before every assert statement of the test code
+ASSERT_TICK = "__klear_assert_ran__"  # called before every check of the test code (counting_asserts)
 
 
 def counting_asserts(source):
@@ -1286,10 +1296,11 @@ def counting_asserts(source):
     function's included), so the checker knows whether a test checked anything. A check is an assert
     statement, or what decides a failure by absence: an assert of a constant false value (`assert False`,
     `assert 0, "msg"`) or a `raise AssertionError` fails whenever it is reached, so the check is the
-    outermost if / try / with / match around it within one pass of its loop body or function (`try: f(-1);
-    assert False` / `except ValueError: pass`, `if f(3) != 3: assert False`, or a loop whose `else` fails).
-    Ticked there, it counts each time it runs; in a loop over an empty result it never runs (`for a, b in
-    zip(got, want): if a != b: assert False` with `got` empty checked nothing)."""
+    statement right around it, the `if`, `try`, loop, `with` or `match` one of whose branches holds it
+    (`if f(3) != 3: assert False`, `try: f(-1); assert False` / `except ValueError: pass`, `for x in f():
+    assert False`, a loop whose `else` fails), ticked each time it runs: in a loop over an empty result an
+    `if got != want: assert False` never runs, and the unit checked nothing. A `try` whose `except` alone
+    fails while its body holds asserts checks by those asserts: the `except` only turns errors into failures."""
     import ast
 
     def tick(node):
@@ -1298,41 +1309,43 @@ def counting_asserts(source):
     def fails_when_reached(node):
         if isinstance(node, ast.Assert):
             return isinstance(node.test, ast.Constant) and not node.test.value
+        if not isinstance(node, ast.Raise):
+            return False
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
         return isinstance(exc, ast.Name) and exc.id == "AssertionError"
 
-    def block(stmts, top):
-        """The statements with their ticks; and, below the top of a pass, whether a failure by absence
-        in them still waits for the tick of an enclosing guard."""
-        out, pending = [], False
-        for node in stmts:
-            inner = statement(node)
-            if isinstance(node, ast.Assert) or (inner and top):
-                out.append(tick(node))
-            out.append(node)
-            pending = pending or inner
-        return out, pending and not top
-
-    def statement(node):
-        """Tick the statement's own blocks; whether it holds a failure by absence not yet guarded."""
-        if isinstance(node, (ast.Assert, ast.Raise)):
-            return fails_when_reached(node)
-        pending = False
+    def branches(node):
+        """(name, statements) of every block of a statement: body, orelse, finalbody, and each except's or
+        case's body as "handler"."""
         for name in ("body", "orelse", "finalbody"):
             if isinstance(getattr(node, name, None), list):
-                # a loop's body and a function's are passes of their own; else, finally and guards are not
-                top = name == "body" and isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
-                                                           ast.AsyncFunctionDef, ast.ClassDef))
-                new, inner = block(getattr(node, name), top)
-                setattr(node, name, new)
-                pending = pending or inner
+                yield name, getattr(node, name)
         for part in getattr(node, "handlers", None) or getattr(node, "cases", None) or ():
-            part.body, inner = block(part.body, False)
-            pending = pending or inner
-        return pending
+            yield "handler", part.body
 
+    def guards_a_failure(node):
+        where = {name for name, stmts in branches(node) if any(map(fails_when_reached, stmts))}
+        if where == {"handler"} and isinstance(node, TRY_NODES) and any(
+                isinstance(n, ast.Assert) for stmt in node.body for n in ast.walk(stmt)):
+            return False
+        return bool(where)
+
+    def block(stmts):
+        out = []
+        for node in stmts:
+            if isinstance(node, ast.Assert) or guards_a_failure(node):
+                out.append(tick(node))
+            for name in ("body", "orelse", "finalbody"):
+                if isinstance(getattr(node, name, None), list):
+                    setattr(node, name, block(getattr(node, name)))
+            for part in getattr(node, "handlers", None) or getattr(node, "cases", None) or ():
+                part.body = block(part.body)
+            out.append(node)
+        return out
+
+    TRY_NODES = (ast.Try, getattr(ast, "TryStar", ast.Try))
     tree = ast.parse(source)
-    tree.body, _ = block(tree.body, True)
+    tree.body = block(tree.body)
     return compile(ast.fix_missing_locations(tree), "<tests>", "exec")
 
 
@@ -1345,7 +1358,7 @@ def check_run(units, chan_fd, out, free=(), tested=()):
     does not bind (the host's reading, sandbox/asserts.py), for the header-helper rule (_TestGlobals).
 
     A test passes when its unit runs to the end having run at least one check (counting_asserts: an assert,
-    or the guard of an `assert False`): a unit whose checks the program kept from running (an empty result
+    or the statement around an `assert False`): a unit whose checks the program kept from running (an empty result
     its `for` loop or `zip` runs over, a StopIteration, a condition its value decides) checked nothing, and
     is a wrong answer (NO_ASSERT_RAN)."""
     NAMEDTUPLES.clear()
@@ -1729,6 +1742,7 @@ def start_checker():
 class Runner:
     def __init__(self, sandboxed):
         self.sandboxed = sandboxed
+        self.sockets_at_start = inet_sockets() if sandboxed else set()
         if sandboxed:
             self.scratch_roots = ("/tmp", "/dev/shm", "/dev/mqueue")
             self.work_dir = "/tmp/run"  # fresh per test; the program's cwd, HOME and TMPDIR
@@ -1867,7 +1881,7 @@ class Runner:
         ok = self.sweep()
         if self.sandboxed:
             ok = _remove_ipc() and ok
-            ok = _sockets_gone() and ok
+            ok = _sockets_gone(self.sockets_at_start) and ok
         for root in self.scratch_roots:
             ok = wipe(root) and ok
         return ok
@@ -2086,7 +2100,7 @@ class Runner:
                                                                "-o", binary, os.path.join(self.build_dir, "main.cpp")],
                                      keep=binary)
             compiled.pop("stdout_b64", None)
-            program = compiled.pop("kept")  # held here: each test gets a fresh copy the last one cannot have touched
+            program = compiled.pop("kept", None)  # held here: each test gets a fresh copy no test has touched
             clean = not compiled.get("unclean") and clean
             if compiled["exit"] != 0 or program is None:
                 return {"ok": True, "compile": compiled, "results": [], "clean": clean}

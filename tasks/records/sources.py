@@ -115,7 +115,7 @@ def not_json_lines(path: str, raw: bytes, text: bytes | None = None) -> str | No
       not gzip-compressed.
     - after an optional byte-order mark and whitespace, a `[` whose line is not a complete JSON value
       (a pretty-printed array), or whose line is the whole file and an array of objects (`json.dump`'s
-      one line): a JSON array. A first line that is a complete array followed by more lines is a JSON
+      one line; past the sniffed head, a `[` then `{`): a JSON array. A first line that is a complete array followed by more lines is a JSON
       Lines file whose first row is malformed, left to the reader."""
     gz = path.lower().endswith(".gz")
     suffix = next((path[-len(s):] for s in _JSONL_SUFFIXES if path.lower().endswith(s)), "")
@@ -142,8 +142,8 @@ def _json_array_start(head: bytes, whole: bool) -> bool:
     if not body.startswith(b"["):
         return False
     line, newline, rest = body.partition(b"\n")
-    if not newline and not whole:
-        return False  # a first line longer than the head: left to the reader
+    if not newline and not whole:  # a first line longer than the head: json.dump's array of objects, else
+        return body[1:].lstrip().startswith(b"{")  # left to the reader
     try:
         value = json.loads(line)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -304,7 +304,8 @@ Fix = Callable[[Any], Any]
 def shortest_floats(schema: pa.Schema) -> Fix | None:
     """A function that turns a row of `schema` (as to_pylist gives it) into the same row with each float32
     or float16 value, at any depth, the shortest decimal that round-trips at its precision (numpy's repr:
-    0.1f → 0.1), read back as a Python float; None when the schema holds none (the row is used as it is)."""
+    0.1f → 0.1), read back as a Python float, an integral one exactly (float16 65504 is no 65500); None when
+    the schema holds none (the row is used as it is)."""
     fixes = {f.name: fix for f in schema if (fix := _float_fix(f.type))}
     if not fixes:
         return None
@@ -315,7 +316,7 @@ def _float_fix(t: pa.DataType) -> Fix | None:
     """shortest_floats for one value of type `t` (not None), or None when `t` holds no narrow float."""
     if t in _NARROW_FLOATS:
         narrow = _NARROW_FLOATS[t]
-        return lambda v: float(str(narrow(v)))
+        return lambda v: float(v) if float(v).is_integer() else float(str(narrow(v)))  # 65504: not 65500
     if pa.types.is_dictionary(t):
         return _float_fix(t.value_type)
     if pa.types.is_struct(t):

@@ -2,13 +2,14 @@
 result exists is not run again", for `klear sft` and `klear rl` as for the pipeline's cached stages.
 
 A run is finished when its run file (sft_config.json / rl_config.json), the final model (config.json and
-weights) and the checkpoint of its last step are all in `out`, and the model's lineage file was written
-after every file of the model (storage.checkpoints.current_lineage_id): the run registers the model once
-its save is complete, so a save cut short (Ctrl-C while config.json is being written) is no finished run. It is the same run when the model and data
-are named the same, the data resolves to the same dataset version (a store's current version moves when a
-newer one lands, e.g. difficulty tags) and every setting is as requested then — the settings as given, not
-as resolved (an `auto` batch size or attention is the same request whatever it became). A run file written
-before runs recorded their requested settings never matches (the caller then refuses as before).
+weights) and the checkpoint of its last step are all in `out`, and the model's lineage file was written after
+every file of the model (storage.checkpoints.current_lineage_id): the run registers the model once its save is
+complete, so a save cut short (Ctrl-C while config.json is being written) is no finished run. It is the same
+run when the model and data are named the same, the data resolves to the same dataset version (a store's
+current version moves when a newer one lands, e.g. difficulty tags) and every setting is as requested then —
+the settings as given, not as resolved (an `auto` batch size or attention is the same request whatever it
+became). A run file written before runs recorded their requested settings never matches (the caller then
+refuses as before).
 """
 from __future__ import annotations
 

@@ -259,7 +259,8 @@ def test_ablate_a_repeated_loss_or_seed_is_one_line(flags, msg, tmp_path):
     (["loss=gppo,loss=grpo"], "--arm 'loss=gppo,loss=grpo': loss given twice"),
     (["loss=ppo"], "loss (--loss) must be one of cispo, gppo, grpo (got 'ppo')"),
     (["loss=gppo", "loss=gppo"], "--arm 'loss=gppo': given twice"),
-    (["loss=gppo,lr=0.1", "lr=1e-1, loss=gppo"], "--arm 'lr=1e-1, loss=gppo': the same arm as --arm 'loss=gppo,lr=0.1'"),
+    (["loss=gppo,lr=0.1", "lr=1e-1, loss=gppo"],
+     "--arm 'lr=1e-1, loss=gppo': the same arm as --arm 'loss=gppo,lr=0.1'"),
 ])
 def test_ablate_bad_arm_is_one_line(arms, msg, tmp_path):
     model, data = config_only_model_and_one_row(tmp_path)

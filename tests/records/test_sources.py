@@ -112,6 +112,23 @@ def test_float32_values_at_any_depth_are_their_shortest_decimal(tmp_path):
                          "s": {"x": 0.1, "xs": [0.3, None]}, "m": [("k", 2.2)]}
 
 
+def test_an_integral_narrow_float_keeps_its_exact_value(tmp_path):
+    """The shortest decimal of float16 65504 is 65500 and of float32 123456792 is 123456790: other numbers;
+    an integral value is read as itself."""
+    pq.write_table(pa.table({"h": pa.array([65504.0], pa.float16()), "f": pa.array([123456792.0], pa.float32())}),
+                   tmp_path / "i.parquet")
+    (row,) = read_source(str(tmp_path / "i.parquet"))
+    assert row.value == {"h": 65504.0, "f": 123456792.0}
+
+
+def test_a_one_line_json_array_longer_than_the_sniffed_head_is_refused(tmp_path):
+    """json.dump of a real dataset: one line, far past the bytes sniffed, opening with `[{`."""
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([{"problem": f"row {i} " + "x" * 100} for i in range(2000)]))
+    with pytest.raises(SourceError, match="a JSON array, not JSON Lines"):
+        check_source_file(str(path))
+
+
 ARRAY = json.dumps([{"problem": "array row 1"}, {"problem": "array row 2"}], indent=2).encode()
 
 
@@ -123,10 +140,11 @@ ARRAY = json.dumps([{"problem": "array row 1"}, {"problem": "array row 2"}], ind
     ("one.json", json.dumps([{"problem": "a"}, {"problem": "b"}]).encode() + b"\n",  # json.dump's one line
      "a JSON array, not JSON Lines (one object per line): convert it with "
      "jq -c '.[]' {dir}/one.json > {dir}/one.jsonl"),
-    ("rows.jsonl.gz", gzip.compress(ARRAY), "a JSON array, not JSON Lines (one object per line): convert it with "
-                                            "gunzip -c {dir}/rows.jsonl.gz | jq -c '.[]' > {dir}/rows.jsonl"),
+    ("rows.jsonl.gz", gzip.compress(ARRAY, mtime=0),  # mtime 0: the same bytes in every test process
+     "a JSON array, not JSON Lines (one object per line): convert it with "
+     "gunzip -c {dir}/rows.jsonl.gz | jq -c '.[]' > {dir}/rows.jsonl"),
     ("fake.jsonl", b"PAR1\x15\x04", "a Parquet file (PAR1 magic) named .jsonl: name it .parquet"),
-    ("g.jsonl", gzip.compress(GOOD), "gzip-compressed data named .jsonl: name it .jsonl.gz"),
+    ("g.jsonl", gzip.compress(GOOD, mtime=0), "gzip-compressed data named .jsonl: name it .jsonl.gz"),
     ("plain.jsonl.gz", GOOD, "named .jsonl.gz but not gzip-compressed (no gzip magic)"),
 ])
 def test_a_file_that_is_not_json_lines_is_one_line_naming_what_it_is(tmp_path, name, content, why):

@@ -199,15 +199,37 @@ def test_a_failure_by_absence_in_a_loop_over_an_empty_result_checked_nothing(run
     assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
 
 
-@pytest.mark.parametrize("tests", [
-    "for x in f([1, 2]):\n    if x == 3:\n        break\nelse:\n    assert False",
-    "if f([1])[0] > 0:\n    if f([2])[0] != 3:\n        assert False",
-], ids=["for-else", "nested-if"])
-def test_a_guard_outside_any_loop_pass_counts_as_the_check(runner, tests):
-    """The outermost guard of an `assert False` within one pass: a loop's `else` and an `if` around an `if`
-    are decided once, whatever the program returns."""
+def test_a_loop_whose_else_fails_is_the_check(runner):
+    """`for … else: assert False` (the value must be found): the loop runs once whatever the program returns;
+    an empty result reaches the `else` and fails."""
+    tests = "for x in f([1, 2]):\n    if x == 3:\n        break\nelse:\n    assert False"
     assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
-    assert checks(runner, "def f(xs):\n    return [5]\n", tests)[1] != ["accepted"]
+    assert checks(runner, "def f(xs):\n    return []\n", tests)[1] == ["wrong_answer"]
+
+
+def test_an_outer_condition_the_program_decides_checks_nothing(runner):
+    """`if f(1) > 0: if f(2) != 3: assert False`: the check is the inner `if`, next to the failure, as
+    `if f(1) > 0: assert f(2) == 3` would be; a program that makes the outer condition false ran none."""
+    tests = "if f([1])[0] > 0:\n    if f([2])[0] != 3:\n        assert False"
+    assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
+    assert checks(runner, "def f(xs):\n    return [0]\n", tests)[1] == ["wrong_answer"]
+
+
+def test_a_loop_that_must_not_run_is_its_own_check(runner):
+    """`for x in f(): assert False` says f() yields nothing: the loop is the check, so the empty result
+    passes and any element fails."""
+    tests = "for x in f([]):\n    assert False, x"
+    assert checks(runner, "def f(xs):\n    return list(xs)\n", tests)[1] == ["accepted"]
+    assert checks(runner, "def f(xs):\n    return [1]\n", tests)[1] == ["wrong_answer"]
+
+
+def test_an_except_that_fails_leaves_the_check_to_the_asserts_it_guards(runner):
+    """`try: <asserts in a loop> except Exception: assert False`: the `except` only turns errors into
+    failures; with an empty result no assert of the body ran, and nothing was checked."""
+    tests = ("try:\n    for got, want in zip(f([1, 2]), [2, 3]):\n        assert got == want\n"
+             "except Exception:\n    assert False")
+    assert checks(runner, "def f(xs):\n    return [x + 1 for x in xs]\n", tests)[1] == ["accepted"]
+    assert checks(runner, "def f(xs):\n    return []\n", tests)[1] == ["wrong_answer"]
 
 
 def test_named_tuple_types_of_one_run_never_reach_the_next(runner):

@@ -3,8 +3,8 @@ import pytest
 
 from tasks.config_checks import ConfigError
 from tasks.stats import t975, welch
-from tasks.training.ablation import (arm_config, repeated_run, area_under_curve, arms, label, pair_line, pairwise, parse_value,
-                                     run_figures, summarize, training_figures)
+from tasks.training.ablation import (arm_config, area_under_curve, arms, label, pair_line, pairwise, parse_value,
+                                     repeated_run, run_figures, summarize, training_figures)
 from tasks.training.config import RLConfig
 
 

@@ -54,10 +54,12 @@ def test_export_gives_an_hf_folder_with_the_checkpoint_weights(trained, tmp_path
 
 
 DAMAGE = {"corrupt": ("state/.metadata", b"garbage"), "config cut short": ("config.json", b'{"x":'),
-          "config not an object": ("config.json", b"[1, 2]"), "config of no model": ("config.json", b'{"hidden_size": 8}')}
+          "config not an object": ("config.json", b"[1, 2]"),
+          "config of no model": ("config.json", b'{"hidden_size": 8}')}
 
 
-@pytest.mark.parametrize("what, says", [("nothing", "no such directory"), ("corrupt", "state/.metadata is not readable"),
+@pytest.mark.parametrize("what, says", [("nothing", "no such directory"),
+                                        ("corrupt", "state/.metadata is not readable"),
                                         ("config cut short", "config.json is not readable JSON"),
                                         ("config not an object", "config.json is not a JSON object"),
                                         ("config of no model", "config.json is no model config")])

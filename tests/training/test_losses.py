@@ -94,7 +94,7 @@ def test_unknown_loss_lists_names():
 
 
 @pytest.mark.parametrize("name, low, high, total", [
-    ("gppo", 0.8 / 3.08, 1.28 / 3.08, 3.08),   # kept: β1(1−ε_l)·|Â| = 0.8 and β2(1+ε_h)·|Â| = 1.28 beside δ·Â = 1
+    ("gppo", 0.8 / 3.08, 1.28 / 3.08, 3.08),   # β1(1−ε_l)·|Â| = 0.8, β2(1+ε_h)·|Â| = 1.28 beside δ·Â = 1
     ("cispo", 0.8 / 3.08, 1.28 / 3.08, 3.08),  # sg(clip δ)·Â: the same weights on those two tokens
     ("grpo", 0.0, 0.0, 1.0),                   # PPO's clipped tokens carry no gradient
 ])

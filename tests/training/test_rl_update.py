@@ -98,8 +98,9 @@ def test_no_optimizer_or_scheduler_step_when_every_group_is_filtered(tiny):
 def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
     """One fixed batch of rollouts (uneven lengths, so ranks get different micro-batch counts and run
     filler passes; two mini-batches, recomputed π_old, α·NLL, a zero-variance group): the parameters after
-    the update on 2 gloo ranks, DDP and FSDP, equal one process's within 1e-5 (lr 1e-4: two AdamW steps move every weight by ~2e-4, and Adam's normalisation turns float-order
-    noise in the smallest gradients into ~1e-6 here, ~1e-5 at lr 1e-3)."""
+    the update on 2 gloo ranks, DDP and FSDP, equal one process's within 1e-5 (lr 1e-4: two AdamW steps
+    move every weight by ~2e-4, and Adam's normalisation turns float-order noise in the smallest gradients
+    into ~1e-6 here, ~1e-5 at lr 1e-3)."""
     from tasks.models.factory import init_model
 
     model = init_model(tmp_path / "base", [f"What is {a} plus {b}? It is {a + b}." for a in range(6)
