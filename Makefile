@@ -3,9 +3,10 @@
 # (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing; the
 # engine and the image's root filesystem are made in the background while the project installs
 # (scripts/sandbox-prefetch.sh).
-# `make test` also installs the `hf` extra (datasets, for hf: sources) and vLLM 0.32.0 (the CPU build on a CPU
-# torch) for the vLLM backend tests: scripts/install-vllm.sh says how it coexists with Prefect 3.9. `make demo`
-# needs neither.
+# `make test` also installs the `hf` extra (datasets, for hf: sources), vLLM 0.32.0 (the CPU build on a CPU
+# torch) for the vLLM backend tests (scripts/install-vllm.sh says how it coexists with Prefect 3.9), and the
+# `gpu` extra's liger-kernel with Triton into a folder of their own, .venv/liger-cpu, which the Liger test puts
+# on its subprocess's path (the CPU build of vLLM must not see Triton in the venv). `make demo` needs none.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -14,8 +15,9 @@ KLEAR := $(VENV)/bin/klear
 STAMP := $(VENV)/.installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 HF_STAMP := $(VENV)/.hf-installed
+LIGER_DIR := $(VENV)/liger-cpu
 
-.PHONY: demo test setup vllm hf docker sandbox-image bench clean
+.PHONY: demo test setup vllm hf liger-cpu docker sandbox-image bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +41,13 @@ $(HF_STAMP): $(STAMP) pyproject.toml
 
 hf: $(HF_STAMP)
 
+# Liger Kernel and Triton for tests/training/test_nll_kernels.py (Triton's interpreter runs Liger on CPU).
+$(LIGER_DIR)/.installed: $(STAMP) pyproject.toml
+	$(PY) -m pip install -q --no-deps --target $(LIGER_DIR) 'liger-kernel==0.8.5' 'triton==3.9.0'
+	@touch $@
+
+liger-cpu: $(LIGER_DIR)/.installed
+
 docker:
 	@bash scripts/ensure-docker.sh
 
@@ -54,7 +63,7 @@ demo: sandbox-image
 TEST_WORKERS ?= 2
 
 # The g++ image too (≈ 2.5 min the first time), so the C++ sandbox tests run rather than skip.
-test: sandbox-image hf vllm
+test: sandbox-image hf vllm liger-cpu
 	$(KLEAR) sandbox build --cpp
 	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30
 

@@ -10,7 +10,7 @@
 #                                     #      same code paths (KLEAR_GPU_BENCH_SMOKE=1 does the same); vLLM is
 #                                     #      skipped when there is no GPU
 #   bash bench/gpu.sh --rl-dist       # setup + rl_dist only: the distributed RL step in a call of its own
-#   bash bench/gpu.sh --sft           # setup + sft + sft_loss only (≈ 2 min on a GPU)
+#   bash bench/gpu.sh --sft           # setup + the sft parts + sft_loss only (≈ 3 min on a GPU)
 #   bash bench/gpu.sh --pretrained    # only the recipe on a pretrained base: `klear pipeline --base-model
 #                                     #      $KLEAR_BENCH_BASE_MODEL (smollm2-135m-instruct) --scale
 #                                     #      $KLEAR_BENCH_SCALE (0.5)`, base → SFT → RL held-out avg@k and
@@ -29,14 +29,18 @@
 #                    chunks from the hidden states, rollout sampling's full logits per decode step)
 #   sft     (110 s)  tasks.training.sft.train_sft (one process, bf16 autocast on fp32 weights + AdamW, packed
 #                    seq_len 4096, 16 packs/step in micro-batches of 4): 3 warm-up steps, then 12 timed steps
-#                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save
+#                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save.
+#                    SFTConfig.logprob_kernel auto: Liger's fused linear cross-entropy where liger-kernel
+#                    imports (below), else the chunked torch kernel; the line names the one it took
+#   sft_chunked (110 s)  the same with logprob_kernel chunked: the kernel's share of the step, when sft took Liger's
 #   sft_compiled (150 s)  the same with SFTConfig.compile (each decoder block under torch.compile; the warm-up
 #                    steps pay the compilation)
 #   sft_loss (60 s)  SFT's loss on one micro-batch (4 × 4096 tokens) of the setup model, bf16 autocast, forward +
 #                    backward of the model: the one-shot cross-entropy over an fp32 copy of the full logits
 #                    (train_sft's form until 2026-12-04) against tasks.training.sft_loss.summed_nll (label
-#                    positions only, log-probs from the hidden states in chunks), alternated: peak memory and
-#                    seconds of each and their ratios
+#                    positions only, from the hidden states: the chunked kernel, and Liger's where it can run —
+#                    under Triton's interpreter in --cpu-smoke), alternated: peak memory and seconds of each and
+#                    their ratios
 #   rollout (150 s)  tasks.generation.vllm_backend.VLLMGenerator (vLLM defaults on GPU: CUDA graphs, bf16,
 #                    gpu_memory_utilization 0.5 as in RL): 32 prompts × n=8, temperature 1.0, top_p 1,
 #                    max_tokens 1024 → generated tokens/s; then sync_weights(fp32 policy on the GPU) × 3 after
@@ -83,8 +87,14 @@
 # to the HF engine unless a future image has vllm, and rl_dist is skipped (no vLLM; nor typer/prefect for
 # `klear rl`). Device calls:
 #   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh", timeout_s=600,
-#       carry=[".venv/lib/python3.11/site-packages/dashscope/resources/qwen.tiktoken"])
+#       carry=[".venv/lib/python3.11/site-packages/dashscope/resources/qwen.tiktoken",
+#              ".venv/liger-cpu/liger_kernel"])
 #   run(command="PYTHONUNBUFFERED=1 bash bench/gpu.sh --rl-dist", timeout_s=400, carry=[…the same…])
+# Liger Kernel (the `gpu` extra) is not in that image either: `make liger-cpu` puts liger-kernel (8 MB) and
+# Triton in .venv/liger-cpu, and the call carries liger_kernel alone (the image's CUDA torch brings Triton).
+# Where the python cannot import liger_kernel, this script offers that copy: alone on a GPU (a folder of
+# $WORK with a link to it, so a CPU machine's Triton never shadows the torch's own), with its Triton and
+# TRITON_INTERPRET=1 to sft_loss in --cpu-smoke.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -99,7 +109,7 @@ for arg in "$@"; do
     --rl-dist) ONLY_RL_DIST=1 ;;
     --sft) ONLY_SFT=1 ;;
     --pretrained) ONLY_PRETRAINED=1 ;;
-    -h|--help) sed -n '2,85p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,97p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -117,17 +127,29 @@ if [ -z "${KLEAR_QWEN_RANKS:-}" ] && ! "$PY" -c 'import importlib.util, sys; sys
   done
 fi
 
+LIGER_COPY=
+if ! "$PY" -c 'import liger_kernel' 2>/dev/null && [ -d .venv/liger-cpu/liger_kernel ]; then
+  LIGER_COPY="$REPO/.venv/liger-cpu"
+fi
+
 if [ "$SMOKE" = 1 ]; then
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
   FLAG=--smoke
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench-smoke}
-  GLOBAL_S=900; L_SETUP=120; L_SFT=150; L_SFTC=240; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_PROF=120; L_RLD=240
+  GLOBAL_S=1000; L_SETUP=120; L_SFT=150; L_SFTC=240; L_SFTL=120; L_ROLLOUT=240; L_RL=120; L_RLB=120; L_PROF=120; L_RLD=240
 else
   FLAG=
   WORK=${KLEAR_GPU_BENCH_WORK:-/tmp/klear-gpu-bench}
   GLOBAL_S=570; L_SETUP=60; L_SFT=110; L_SFTC=150; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_PROF=90; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
+SFTL_ENV=
+if [ -n "$LIGER_COPY" ] && [ "$SMOKE" = 1 ]; then
+  SFTL_ENV="TRITON_INTERPRET=1 PYTHONPATH=$LIGER_COPY:$PYTHONPATH"
+elif [ -n "$LIGER_COPY" ]; then
+  mkdir -p "$WORK/liger" && ln -s "$LIGER_COPY/liger_kernel" "$WORK/liger/liger_kernel"
+  export PYTHONPATH="$PYTHONPATH:$WORK/liger"
+fi
 LOG=bench/out/gpu.log; : >"$LOG"
 RESULTS="$WORK/results.jsonl"; : >"$RESULTS"
 START=$(date +%s)
@@ -143,6 +165,7 @@ json_line() {  # part status reason → one JSON line on stdout and in results.j
 }
 
 SETUP_OK=1
+PART_ENV=  # VAR=value words for the next part's process (env)
 run_part() {  # name limit_s args...  → runs one part under min(limit, budget left)
   local name=$1 limit=$2; shift 2
   local left=$(( GLOBAL_S - ($(date +%s) - START) ))
@@ -153,7 +176,7 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
   t0=$(date +%s)
   echo "== $name (limit ${limit}s)" >>"$LOG"
   # JSON lines come back on stdout; everything else goes to the log
-  timeout -k 10 "$limit" "$PY" bench/gpu_bench.py "$@" --work "$WORK" $FLAG 2>>"$LOG" | grep '^{'
+  timeout -k 10 "$limit" env $PART_ENV "$PY" bench/gpu_bench.py "$@" --work "$WORK" $FLAG 2>>"$LOG" | grep '^{'
   rc=${PIPESTATUS[0]}
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" >>"$LOG"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
@@ -193,8 +216,9 @@ fi
 run_part setup "$L_SETUP" setup
 if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft
+  run_part sft_chunked "$L_SFT" sft --kernel chunked
   run_part sft_compiled "$L_SFTC" sft --compile
-  run_part sft_loss "$L_SFTL" sft_loss
+  PART_ENV=$SFTL_ENV run_part sft_loss "$L_SFTL" sft_loss
 fi
 if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then
   run_part rollout "$L_ROLLOUT" rollout

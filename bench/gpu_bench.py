@@ -10,11 +10,13 @@ setup     random-init model with Qwen's real vocabulary (tasks/models/qwen_token
           ~0.49B parameters, a quarter of them the embedding); smoke: the `qwen3-tiny` preset's model
           (tasks/models/presets.py). Then synthetic long-CoT SFT rows (.jsonl).
 sft       tasks.training.sft.train_sft on those rows; the timed window is the steps after the warm-up
-          (--compile: SFTConfig.compile, each decoder block under torch.compile; the warm-up pays it).
+          (--compile: SFTConfig.compile, each decoder block under torch.compile; the warm-up pays it;
+          --kernel: SFTConfig.logprob_kernel, auto by default: Liger's where it can run).
 sft_loss  SFT's loss on one micro-batch of the setup model (micro_batch_size × seq_len tokens, bf16 autocast
           on a GPU as train_sft): forward + backward of the model with the one-shot cross-entropy over an fp32
           copy of the full logits (train_sft's form until 2026-12-04) and with tasks.training.sft_loss.summed_nll
-          (label positions only, log-probs from the hidden states in chunks), alternated in one process:
+          (label positions only, from the hidden states) by each kernel of tasks.training.nll_kernels (chunked;
+          liger where it can run: a CUDA device, or Triton's interpreter on CPU), alternated in one process:
           peak memory, seconds, their ratios.
 rollout   tasks.generation.vllm_backend.VLLMGenerator: n samples per prompt, temperature 1.0, then
           sync_weights(policy) timed; without vLLM (or without a GPU) the rollout engine train_rl builds for
@@ -237,10 +239,11 @@ class _Done(Exception):
     writes that are not training)."""
 
 
-def part_sft(work: Path, smoke: bool, compiled: bool = False) -> None:
+def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "auto") -> None:
     import torch
     from transformers import AutoTokenizer
 
+    from tasks.training.nll_kernels import resolve_logprob_kernel
     from tasks.training.sft import SFTConfig, train_sft
     from tasks.training.sft_data import load_sft_rows, pack_examples, tokenize_examples
 
@@ -250,8 +253,9 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False) -> None:
     total = s["warmup_steps"] + s["timed_steps"]
     cfg = SFTConfig(epochs=1, max_steps=total, warmup_ratio=0.0, batch_size=s["batch_size"],
                     micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"], save_every=10**9, seed=0,
-                    compile=compiled)
-    part = "sft_compiled" if compiled else "sft"
+                    compile=compiled, logprob_kernel=kernel)
+    part = "sft_compiled" if compiled else "sft" if kernel == "auto" else f"sft_{kernel}"
+    resolved = resolve_logprob_kernel(kernel, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     # the same packs train_sft will build (same tokenizer, rows, seq_len, seed, epoch 0): their real lengths
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     packs, _ = pack_examples(tokenize_examples(load_sft_rows(str(data)).rows, tok), cfg.seq_len,
@@ -294,6 +298,7 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False) -> None:
     step_s = [stamps[i + 1] - stamps[i] for i in range(w, total)]
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     emit(work, part, "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy, compile=cfg.compile,
+         logprob_kernel=resolved,
          precision="bf16 autocast, fp32 weights + AdamW" if bf16 else "fp32",
          seq_len=cfg.seq_len, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
          warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
@@ -310,6 +315,7 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from tasks.training.nll_kernels import liger_problem
     from tasks.training.sft_loss import summed_nll
 
     s = settings(smoke)["sft"]
@@ -331,8 +337,11 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
         return torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
                                                  labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum")
 
-    def hidden() -> torch.Tensor:  # today's: label positions only, from the hidden states in chunks
+    def hidden() -> torch.Tensor:  # label positions only, from the hidden states in chunks (torch)
         return summed_nll(model, model, batch, "varlen", bf16)  # one document per row: plain causal SDPA
+
+    def liger() -> torch.Tensor:  # the same positions through Liger's fused linear cross-entropy
+        return summed_nll(model, model, batch, "varlen", bf16, kernel="liger")
 
     def measure(loss_fn) -> tuple[float, float | None, float]:
         model.zero_grad(set_to_none=True)
@@ -347,6 +356,9 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
         return time.perf_counter() - t0, peak_mem_gib(), float(loss)
 
     forms = {"one_shot": one_shot, "hidden": hidden}
+    liger_skipped = liger_problem(dev)
+    if liger_skipped is None:
+        forms["liger"] = liger
     for fn in forms.values():  # warm-up: kernels, allocator
         measure(fn)
     runs: dict[str, list] = {name: [] for name in forms}
@@ -356,8 +368,12 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
     sec = {n: statistics.median(r[0] for r in rs) for n, rs in runs.items()}
     mem = {n: max(r[1] for r in rs) if cuda else None for n, rs in runs.items()}
     loss = {n: rs[-1][2] for n, rs in runs.items()}
-    emit(work, "sft_loss", "ok", entry="tasks.training.sft_loss.summed_nll vs one-shot cross_entropy (forward "
-         "+ backward of the model included)",
+    extra = ({"seconds_liger": round(sec["liger"], 4), "peak_mem_gib_liger": mem["liger"],
+              "time_ratio_liger_over_hidden": round(sec["liger"] / sec["hidden"], 3),
+              "mem_ratio_liger_over_hidden": round(mem["liger"] / mem["hidden"], 3) if cuda else None,
+              "loss_liger": round(loss["liger"], 3)} if "liger" in forms else {"liger_skipped": liger_skipped})
+    emit(work, "sft_loss", "ok", entry="tasks.training.sft_loss.summed_nll (chunked: hidden; liger) vs one-shot "
+         "cross_entropy (forward + backward of the model included)", **extra,
          precision="bf16 autocast, fp32 weights" if bf16 else "fp32", micro_batch_size=s["micro_batch_size"],
          seq_len=s["seq_len"], vocab=model.config.vocab_size,
          seconds_one_shot=round(sec["one_shot"], 4), seconds_hidden=round(sec["hidden"], 4),
@@ -888,6 +904,8 @@ def main() -> None:
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--layout", choices=["packed", "padded"], default="packed")
     ap.add_argument("--compile", action="store_true", help="sft: torch.compile each decoder block")
+    ap.add_argument("--kernel", choices=["auto", "chunked", "liger"], default="auto",
+                    help="sft: SFTConfig.logprob_kernel")
     ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
     ap.add_argument("--started", type=float, default=None)
     a = ap.parse_args()
@@ -895,7 +913,7 @@ def main() -> None:
     if a.part == "setup":
         part_setup(a.work, a.smoke)
     elif a.part == "sft":
-        part_sft(a.work, a.smoke, a.compile)
+        part_sft(a.work, a.smoke, a.compile, a.kernel)
     elif a.part == "sft_loss":
         part_sft_loss(a.work, a.smoke)
     elif a.part == "rollout":

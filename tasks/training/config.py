@@ -19,6 +19,7 @@ ATTENTIONS = ("auto", "flex", "varlen", "dense")  # packed SFT attention kernels
 ROLLOUT_BACKENDS = ("auto", "hf", "vllm")  # auto: vllm when installed and a GPU is present, else hf (the policy
 #                                            itself); vllm: an engine per rank, weights synced in place
 OLD_LOGPROBS = ("auto", "rollout", "recompute")
+LOGPROB_KERNELS = ("auto", "chunked", "liger")  # SFT's loss over the output layer (tasks/training/nll_kernels.py)
 
 
 @dataclass
@@ -53,6 +54,10 @@ class SFTConfig:
     responses: str = "all"                # teacher responses trained on: all, correct (graded correct), or
     #   by_difficulty (the paper's finding: every response on hard/unsolved problems, correct ones on easy/
     #   medium; needs difficulty tags); off by default (tasks/training/sft_responses.py)
+    logprob_kernel: str = "auto"          # the loss over the output layer, never [tokens, V] logits whole:
+    #   liger (Liger Kernel's fused linear cross-entropy: one Triton pass over each chunk's logits, gradients in
+    #   the forward; CUDA, the `gpu` extra), chunked (torch, any device); auto: liger on a GPU where liger-kernel
+    #   is installed, else chunked (tasks/training/nll_kernels.py)
 
     def __post_init__(self) -> None:
         """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
@@ -79,6 +84,7 @@ class SFTConfig:
         check_choice(self, "strategy", STRATEGIES)
         check_choice(self, "attention", ATTENTIONS)
         check_choice(self, "responses", RESPONSE_RULES)
+        check_choice(self, "logprob_kernel", LOGPROB_KERNELS)
         check_shard_group(self)
 
 

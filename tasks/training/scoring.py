@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from tasks.training.linear_logprobs import linear_logprobs
+from tasks.training.nll_kernels import summed_logprob
 from tasks.training.packed_attention import attention_inputs, attn_implementation
 from tasks.training.sft_data import IGNORE, Pack, collate
 
@@ -86,10 +87,11 @@ def hidden_state_scoring_problem(model) -> str | None:
     return None
 
 
-def _score_forward(self, input_ids, position_ids, score_index, targets, temperature, entropy, *,
+def _score_forward(self, input_ids, position_ids, score_index, targets, temperature, entropy, summed_with=None, *,
                    full_logits: bool = False, **attention):
     """The swapped-in forward: last hidden states → the scored positions → (log-probs, entropies or None),
-    through the output embedding in chunks (linear_logprobs.py). `full_logits`: a model whose logits are
+    through the output embedding in chunks (linear_logprobs.py); with `summed_with` (a resolved NLL_KERNELS
+    name, τ = 1) → (Σ log-probs, None) by that kernel (nll_kernels.py). `full_logits`: a model whose logits are
     transformed after its output layer (hidden_state_scoring_problem) runs its own forward instead and is
     scored from those logits — every position's, the memory the chunks save, but its own numbers."""
     if full_logits:
@@ -98,10 +100,15 @@ def _score_forward(self, input_ids, position_ids, score_index, targets, temperat
         z = logits.flatten(0, 1).index_select(0, score_index).float() / temperature
         logz = torch.log_softmax(z, dim=-1)
         logp = logz.gather(-1, targets[:, None]).squeeze(-1)
+        if summed_with is not None:
+            return logp.sum(), None
         return logp, (-(logz.exp() * logz).sum(-1).detach() if entropy else None)
     out = self.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **attention)
     hidden = out.last_hidden_state.flatten(0, 1).index_select(0, score_index)
-    return linear_logprobs(hidden, self.get_output_embeddings().weight, targets, temperature, entropy=entropy)
+    weight = self.get_output_embeddings().weight
+    if summed_with is not None:
+        return summed_logprob(hidden, weight, targets, summed_with), None
+    return linear_logprobs(hidden, weight, targets, temperature, entropy=entropy)
 
 
 @contextlib.contextmanager
@@ -123,10 +130,13 @@ def scoring(model, attention: str):
         cfg._attn_implementation = saved
 
 
-def score_inputs(batch: ScoringBatch, temperature: float, entropy: bool = True) -> dict:
-    """The keyword arguments of a call under `scoring` (entropies only when `entropy`)."""
+def score_inputs(batch: ScoringBatch, temperature: float, entropy: bool = True, summed_with: str | None = None) -> dict:
+    """The keyword arguments of a call under `scoring` (entropies only when `entropy`; with `summed_with`, a
+    kernel of nll_kernels.NLL_KERNELS, the call returns the log-probs' sum at temperature 1)."""
+    if summed_with is not None and temperature != 1.0:
+        raise ValueError(f"a summed log-likelihood is taken at temperature 1 (got {temperature})")
     return {**batch.inputs, "score_index": batch.score_index, "targets": batch.targets, "temperature": temperature,
-            "entropy": entropy}
+            "entropy": entropy, "summed_with": summed_with}
 
 
 def rollout_logprobs(policy, model, rollouts: list, attention: str, device: torch.device,

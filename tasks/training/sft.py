@@ -42,6 +42,7 @@ from tasks.training.model_loading import build_model, load_weights
 from tasks.training.optim import fused_adamw
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attn_implementation, resolve_attention
+from tasks.training.nll_kernels import resolve_logprob_kernel
 from tasks.training.sft_loss import summed_nll
 from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
 from tasks.training.sft_responses import select_responses
@@ -142,6 +143,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device,  # recorded as trained
                                                    AutoConfig.from_pretrained(model_dir)))
+    cfg = replace(cfg, logprob_kernel=resolve_logprob_kernel(cfg.logprob_kernel, ctx.device))  # recorded too
     model = build_model(model_dir, ctx, cfg.strategy, attn_implementation(cfg.attention))  # FSDP: a skeleton
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -269,7 +271,7 @@ def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, in
         sync = ctx.world_size == 1 or i == n_micro - 1
         with dist_utils.gradient_sync(model, sync):
             # label positions only, from the hidden states in chunks: no [B, T, V] logits (sft_loss.py)
-            nll = summed_nll(model, dist_utils.unwrap(model), t, cfg.attention, bf16, IGNORE)
+            nll = summed_nll(model, dist_utils.unwrap(model), t, cfg.attention, bf16, IGNORE, cfg.logprob_kernel)
             # DDP and FSDP average gradients over ranks; scale by world size: the result is the global token mean
             (nll * ctx.world_size / max(1, n_global)).backward()
         total_loss += nll.item()

@@ -4,7 +4,8 @@
 
 Only the positions whose next token is a label (a response token; not prompts, not padding, not the last
 position of a row) are gathered from the last hidden states, and their log-probs go through the output
-embedding W in chunks (tasks/training/linear_logprobs.py): no [B, T, V] logits exist, forward or backward.
+embedding W in chunks (a kernel of tasks/training/nll_kernels.py: torch's chunks, or Liger's fused linear
+cross-entropy on a GPU): no [B, T, V] logits exist, forward or backward.
 The value and gradient are those of `cross_entropy(logits[:, :-1], labels[:, 1:], reduction="sum")` over the
 model's full logits, within float rounding (tests/training/test_sft_loss.py).
 """
@@ -26,12 +27,14 @@ def label_batch(t: dict, attention: str, ignore_index: int = -100) -> ScoringBat
     return ScoringBatch(inputs, index, following.index_select(0, index), [int(index.numel())])
 
 
-def summed_nll(policy, model, t: dict, attention: str, bf16: bool = False, ignore_index: int = -100) -> torch.Tensor:
+def summed_nll(policy, model, t: dict, attention: str, bf16: bool = False, ignore_index: int = -100,
+               kernel: str = "chunked") -> torch.Tensor:
     """The summed NLL (fp32 scalar) of a collated batch `t` under `model`, run through `policy` (the model or
-    its DDP/FSDP wrapper) with the resolved `attention`; the forward under bf16 autocast when `bf16`. A batch
-    with every label ignored gives 0 and still runs a backward to every weight (a filler pack under DDP/FSDP)."""
+    its DDP/FSDP wrapper) with the resolved `attention` and output-layer `kernel` (nll_kernels.NLL_KERNELS);
+    the forward under bf16 autocast when `bf16`. A batch with every label ignored gives 0 and still runs a
+    backward to every weight (a filler pack under DDP/FSDP)."""
     batch = label_batch(t, attention, ignore_index)
     with scoring(model, attention):
         with torch.autocast(t["input_ids"].device.type, dtype=torch.bfloat16, enabled=bf16):
-            logp, _ = policy(**score_inputs(batch, 1.0, entropy=False))
-    return -logp.sum()
+            logp_sum, _ = policy(**score_inputs(batch, 1.0, entropy=False, summed_with=kernel))
+    return -logp_sum

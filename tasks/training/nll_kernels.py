@@ -1,0 +1,101 @@
+"""The kernels that take SFT's summed log-likelihood of label tokens from the last hidden states, without the
+[N, V] logits ever held whole (one registry: NLL_KERNELS; SFTConfig.logprob_kernel picks one):
+
+    Σ_i log π(y_i) = Σ_i ( z_i[y_i] − logsumexp(z_i) ),    z_i = h_i · Wᵀ   (h: N × d, W: V × d, τ = 1)
+
+- `chunked`: linear_logprobs.py's torch autograd function, any device. Per chunk of LOGPROB_CHUNK positions
+  the logits, their logsumexp and log π(y); the backward rebuilds each chunk's logits. Four h·Wᵀ-sized
+  matmuls in all, and several passes over each chunk's fp32 [C, V] logits (exp, scale, scatter, cast).
+- `liger`: Liger Kernel's fused linear cross-entropy (reduction "sum"). Per chunk the logits (one matmul in
+  autocast's dtype), then ONE Triton pass takes their logsumexp and the loss and writes the logits' gradient
+  softmax − onehot in place; the gradients of h and W are made in the forward (W's summed in fp32,
+  `accum_dtype`), and the backward only scales them by the incoming scalar: three matmuls and one fused pass.
+  It holds ∂h and ∂W (N·d + V·d floats) from the forward to the backward, and a chunk's logits in autocast's
+  dtype (2·C·V bytes under bf16). Needs liger-kernel (the `gpu` extra) and a CUDA device, Triton's; on CPU only
+  under TRITON_INTERPRET=1 (Triton's interpreter: slow, exact, what the CPU tests use).
+
+`auto` is liger on a CUDA device where liger-kernel imports, else chunked. Both give the value and gradients
+of `cross_entropy(h·Wᵀ, y, reduction="sum")` within float rounding (tests/training/test_nll_kernels.py).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable
+
+import torch
+
+from tasks.training.linear_logprobs import LOGPROB_CHUNK, linear_logprobs
+
+LIGER_INSTALL = "pip install 'klear-pipeline[gpu]'"
+
+
+def chunked_summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Σ log π(targets) through linear_logprobs (fp32 scalar with its gradient)."""
+    logp, _ = linear_logprobs(hidden, weight, targets, entropy=False)
+    return logp.sum()
+
+
+def liger_chunk_budget(positions: int, vocab: int, hidden: int) -> int:
+    """Liger's `chunk_mem_const` c for chunks of about LOGPROB_CHUNK positions. Liger cuts N positions into
+    chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉); its default c = 1 bounds a chunk's logits by N·d elements, which at
+    Qwen's V = 151,936 and d = 896 is chunks of 128 positions: W is read again for every one of them.
+    c = ⌈V / (d · k)⌉ with k = ⌈N / LOGPROB_CHUNK⌉ gives k chunks of at most LOGPROB_CHUNK positions."""
+    k = max(1, -(-positions // LOGPROB_CHUNK))
+    return max(1, -(-vocab // (hidden * k)))
+
+
+def liger_summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Σ log π(targets) by Liger's fused linear cross-entropy (module docstring), W's gradient summed in fp32."""
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    nll = liger_fused_linear_cross_entropy(
+        hidden, weight, targets, reduction="sum", accum_dtype=torch.float32,
+        chunk_mem_const=liger_chunk_budget(hidden.shape[0], weight.shape[0], weight.shape[1]))
+    return -nll
+
+
+NLL_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "chunked": chunked_summed_logprob,
+    "liger": liger_summed_logprob,
+}
+
+
+def summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, kernel: str) -> torch.Tensor:
+    """Σ log π(targets) of hidden states [N, d] under the output embedding `weight` [V, d] by `kernel` (`auto`
+    is resolved for the hidden states' device). A pass with no position (a filler pack under DDP/FSDP) takes
+    the chunked kernel, which gives every weight its zero gradient."""
+    if hidden.shape[0] == 0:
+        kernel = "chunked"
+    elif kernel == "auto":
+        kernel = resolve_logprob_kernel(kernel, hidden.device)
+    return NLL_KERNELS[kernel](hidden, weight, targets)
+
+
+@functools.cache
+def liger_import_problem() -> str | None:
+    """Why liger-kernel cannot be imported here, or None (asked once per process)."""
+    try:
+        import liger_kernel.transformers.functional  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any failure to import means the kernel cannot be used
+        first = (str(e).strip().splitlines() or [""])[0]
+        return f"needs liger-kernel, which does not import here ({type(e).__name__}: {first}; {LIGER_INSTALL})"
+    return None
+
+
+def liger_problem(device: torch.device) -> str | None:
+    """Why Liger's kernel cannot run on `device`, or None."""
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return (f"needs a CUDA device for its Triton kernels (got {device.type}; on CPU only under "
+                f"TRITON_INTERPRET=1, Triton's slow interpreter, for tests)")
+    return liger_import_problem()
+
+
+def resolve_logprob_kernel(requested: str, device: torch.device) -> str:
+    """The kernel of a run (SFTConfig.logprob_kernel): `auto` → liger on a CUDA device where it imports, else
+    chunked; `liger` where it cannot run is refused in one line naming the flag."""
+    if requested == "auto":
+        return "liger" if device.type == "cuda" and liger_problem(device) is None else "chunked"
+    if requested == "liger" and (why := liger_problem(device)):
+        raise ValueError(f"logprob_kernel (--logprob-kernel) liger {why}; use chunked or auto")
+    return requested

@@ -1,0 +1,105 @@
+"""SFT's output-layer kernels (tasks/training/nll_kernels.py): which one a run takes, the one-line refusals, and
+Liger's fused linear cross-entropy against the chunked torch kernel and the full logits — on CPU, under Triton's
+interpreter, in a process of its own (tests/training/liger_cpu.py). `make test` puts liger-kernel and Triton in
+a folder of the venv of their own (LIGER_DIR below): the venv itself keeps no Triton, which the CPU build of
+vLLM must not see."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tasks.training.config import SFTConfig
+from tasks.training.nll_kernels import LIGER_INSTALL, liger_chunk_budget, liger_import_problem, resolve_logprob_kernel
+from tasks.training.scoring import ScoringBatch, score_inputs
+
+HERE = Path(__file__).parent
+LIGER_DIR = Path(sys.prefix) / "liger-cpu"  # pip install --no-deps --target .venv/liger-cpu liger-kernel triton
+
+
+def test_auto_takes_the_chunked_kernel_off_a_gpu():
+    assert resolve_logprob_kernel("auto", torch.device("cpu")) == "chunked"
+    assert resolve_logprob_kernel("chunked", torch.device("cpu")) == "chunked"
+
+
+def test_liger_off_a_gpu_is_refused_in_one_line_naming_the_flag(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError) as e:
+        resolve_logprob_kernel("liger", torch.device("cpu"))
+    assert "--logprob-kernel" in str(e.value) and "CUDA" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_liger_that_does_not_import_is_refused_naming_the_extra(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # past the device check
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # `import liger_kernel…` raises ImportError
+    liger_import_problem.cache_clear()
+    try:
+        with pytest.raises(ValueError) as e:
+            resolve_logprob_kernel("liger", torch.device("cpu"))
+    finally:
+        liger_import_problem.cache_clear()
+    assert LIGER_INSTALL in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_unknown_kernel_is_refused_by_the_config():
+    with pytest.raises(ValueError, match="logprob_kernel"):
+        SFTConfig(logprob_kernel="fused")
+
+
+def test_a_summed_call_is_taken_at_temperature_one_only():
+    batch = ScoringBatch({}, torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), [1])
+    with pytest.raises(ValueError, match="temperature 1"):
+        score_inputs(batch, 0.7, entropy=False, summed_with="chunked")
+
+
+@pytest.mark.parametrize("positions, chunks", [(16384, 4), (10000, 3), (4096, 1), (70, 1), (1, 1)])
+def test_ligers_chunks_are_about_the_chunked_kernels(positions, chunks):
+    """Liger's own rule cuts N positions into chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉) (its chunk_mem_const c);
+    at Qwen2.5-0.5B's V and d the budget gives the chunked kernel's count of at most 4,096-position chunks."""
+    vocab, hidden = 151936, 896
+    c = liger_chunk_budget(positions, vocab, hidden)
+    per = -(-vocab // (c * hidden))
+    size = min(positions, 1 << (-(-positions // per) - 1).bit_length())
+    assert size <= 4096 and -(-positions // size) == chunks
+
+
+@pytest.mark.slow
+def test_liger_trains_as_the_chunked_kernel_under_tritons_interpreter(tmp_path):
+    """Value and gradients of Σ log π(y) (several chunks, a scale ≠ 1 on the way back), through the tiny model's
+    packed SFT loss, and four SFT steps: Liger's kernel gives the chunked kernel's numbers — to float rounding
+    in fp32, to bf16's where the logits are bf16 (its logits' gradient is rounded to bf16 before the incoming
+    scale is applied; the chunked kernel's after). An empty pass keeps W's zero gradient."""
+    if not (LIGER_DIR / "liger_kernel").is_dir() and liger_import_problem() is not None:
+        pytest.skip(f"no liger-kernel here nor in {LIGER_DIR} (make test installs it there)")
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(LIGER_DIR), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, str(HERE / "liger_cpu.py"), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "skipped" not in r, r
+    for kernel in ("chunked", "liger"):
+        assert max(r["raw_fp32"][kernel][k] for k in ("value", "grad_h", "grad_w")) < 1e-5, r["raw_fp32"]
+        assert r["raw_bf16"][kernel]["value"] < 1e-6, r["raw_bf16"]
+        assert max(r["raw_bf16"][kernel][k] for k in ("grad_h", "grad_w")) < 2e-2, r["raw_bf16"]
+        assert r["raw_fp32"][kernel]["grad_w_dtype"] == "torch.float32"
+    assert r["filler"] == {"value": 0.0, "grad_w_zero": True}
+    assert r["model_fp32"]["value"] < 1e-6 and r["model_fp32"]["grads"] < 1e-5, r["model_fp32"]
+    assert r["model_bf16"]["value"] < 1e-5 and r["model_bf16"]["grads"] < 2e-2, r["model_bf16"]
+    runs = r["training"]
+    assert runs["liger"]["recorded"] == "liger" and runs["chunked"]["recorded"] == "chunked"
+    assert runs["liger"]["losses"] == pytest.approx(runs["chunked"]["losses"], rel=1e-4)
+    assert runs["liger"]["losses"][-1] < runs["liger"]["losses"][0]
+
+
+def test_auto_is_resolved_where_the_sum_is_taken():
+    """A caller of sft.train_step with the config's `auto` (benches, the compile test) gets the device's kernel."""
+    from tasks.training.nll_kernels import summed_logprob
+
+    g = torch.Generator().manual_seed(0)
+    h, w, y = torch.randn(9, 8, generator=g), torch.randn(50, 8, generator=g), torch.randint(0, 50, (9,), generator=g)
+    ref = torch.log_softmax(h @ w.t(), -1).gather(-1, y[:, None]).sum()
+    assert summed_logprob(h, w, y, "auto").item() == pytest.approx(ref.item(), rel=1e-6)
