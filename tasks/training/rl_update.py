@@ -298,10 +298,11 @@ def _update_steps(model, policy, opt, sched, rollouts, cfg: RLConfig, device, st
     return values
 
 
-def _forward(policy, batch: ScoringBatch, cfg: RLConfig, device, bf16: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log-probs, entropies) of one micro-batch: the forward alone under autocast (module docstring)."""
+def _forward(policy, batch: ScoringBatch, cfg: RLConfig, device, bf16: bool,
+             entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs, entropies or None) of one micro-batch: the forward alone under autocast (module docstring)."""
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-        return policy(**score_inputs(batch, cfg.temperature))
+        return policy(**score_inputs(batch, cfg.temperature, entropy=entropy))
 
 
 def _plan(mb: list, rank: int, world: int, cfg: RLConfig, attention: str, device) -> _RankPlan:
@@ -353,7 +354,7 @@ def _behaviour_logprobs(policy, plans: list[_RankPlan], cfg: RLConfig, device, b
         for m in range(1, len(plans)):
             out[m] = []
             for micro in plans[m].chunks:
-                lp, _ = _forward(policy, micro.batch, cfg, device, bf16)
+                lp, _ = _forward(policy, micro.batch, cfg, device, bf16, entropy=False)  # π_old: no softmax pass
                 if micro.items:
                     _mismatch(sums, micro, lp, cfg)
                 out[m].append(lp)
