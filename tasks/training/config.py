@@ -141,7 +141,11 @@ class RLConfig(Sampling):
     dual_clip: float | None = None        # off, as the paper (the release uses 10)
     advantage: str = "grpo"               # group-normalised (grpo), or "drgrpo" without the std division
     steps: int = 40                       # rollout batches (each gives `mini_batches` optimizer steps)
-    prompts_per_step: int = 16            # paper: 128
+    prompts_per_step: int = 16            # prompts trained on per step, at most (paper: 128)
+    generation_prompts: int | None = None  # prompts sampled and generated per step, ≥ prompts_per_step: the
+    #                                       zero-variance filter drops groups, and the first prompts_per_step
+    #                                       groups left are trained, the rest unused (paper: 256 for 128, a 2×
+    #                                       oversample without refill); None: prompts_per_step, no oversample
     rollouts_per_prompt: int = 8          # paper: 8
     mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code); more of
     #                                       them move π further from π_old per batch: with GPPO lower the lr
@@ -194,6 +198,16 @@ class RLConfig(Sampling):
     domains: tuple[str, ...] = ("math", "code")  # problem domains to train on (comma-separated)
     selection: SelectionConfig = field(default_factory=SelectionConfig)  # pass-rate windows per domain
 
+    @property
+    def generated_prompts(self) -> int:
+        """Prompts sampled and generated per step: generation_prompts, else prompts_per_step."""
+        return self.generation_prompts or self.prompts_per_step
+
+    @property
+    def generation_flag(self) -> str:
+        """The flag that sets `generated_prompts`, for messages about it."""
+        return "--generation-prompts" if self.generation_prompts else "--prompts-per-step"
+
     def __post_init__(self) -> None:
         """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
         least 2 rollouts (one rollout has zero reward variance: no advantage, nothing learned); the
@@ -211,6 +225,15 @@ class RLConfig(Sampling):
         check_float(self, "dual_clip", 1.0, above=True, optional=True)
         check_int(self, "steps", 1)
         check_int(self, "prompts_per_step", 1)
+        check_int(self, "generation_prompts", 1, optional=True)
+        if self.generation_prompts is not None and self.generation_prompts < self.prompts_per_step:
+            raise ConfigError("generation_prompts", f"must be at least --prompts-per-step {self.prompts_per_step}, "
+                                                    f"the prompts a step trains (got {self.generation_prompts})")
+        if (self.generation_prompts or 0) > self.prompts_per_step and not self.filter_zero_variance:
+            raise ConfigError("generation_prompts", f"{self.generation_prompts} above --prompts-per-step "
+                                                    f"{self.prompts_per_step} needs the zero-variance filter: the "
+                                                    "extra groups only replace the ones it drops; set it to "
+                                                    f"{self.prompts_per_step} or keep the filter")
         check_int(self, "rollouts_per_prompt", 2, high=MAX_K)
         check_int(self, "mini_batches", 1)
         rollouts = self.prompts_per_step * self.rollouts_per_prompt

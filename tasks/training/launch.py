@@ -80,8 +80,9 @@ def rl_layout_problem(nproc: int, cfg: RLConfig, nodes: NodeLayout = NodeLayout(
     every engine of the whole run needs a prompt group each step (rl_engine.engine_layout_problem)."""
     from tasks.training.rl_engine import engine_layout_problem
 
-    return (engine_layout_problem(nproc, cfg.tensor_parallel, cfg.prompts_per_step)
-            or engine_layout_problem(nodes.world(nproc), cfg.tensor_parallel, cfg.prompts_per_step))
+    count, flag = cfg.generated_prompts, cfg.generation_flag
+    return (engine_layout_problem(nproc, cfg.tensor_parallel, count, flag)
+            or engine_layout_problem(nodes.world(nproc), cfg.tensor_parallel, count, flag))
 
 
 def run_torchrun(cmd: list[str], stage: str, nproc: int, while_running: Callable[[], None] | None = None,

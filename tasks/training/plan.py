@@ -54,7 +54,7 @@ Without an engine (`engine` False: the policy generates with transformers, tasks
                            sharded module cannot generate different prompts on different ranks), and a bf16
                            update a bf16 copy to generate from: half·P (2P in bf16; 4P for fsdp in fp32); a
                            trainer part, it stays through the update
-    decode batch           the rank's ⌈prompts_per_step / N⌉ · n rollouts, or as many whole prompts as the
+    decode batch           the rank's ⌈generated prompts / N⌉ · n rollouts, or as many whole prompts as the
                            engine's share (gpu_memory_utilization · GPU − the copy) holds, at the bytes per row
                            of tasks/generation/decode_memory.py (prompt + max_tokens of KV cache, a step's
                            buffers over the vocabulary, the prefill's share)
@@ -160,6 +160,12 @@ class Workload:
     prompt_tokens: int                    # longest prompt
     max_tokens: int                       # longest response
     mini_batches: int = 1                 # optimizer steps per rollout batch (RLConfig.mini_batches)
+    generation_prompts: int | None = None  # prompts generated per step (RLConfig.generated_prompts); None: all
+    #                                       trained, prompts_per_step
+
+    @property
+    def generated_prompts(self) -> int:
+        return self.generation_prompts or self.prompts_per_step
 
     @property
     def sequence_tokens(self) -> int:
@@ -206,7 +212,7 @@ class Plan:
                      f"  {'peak per GPU':<34} {self.peak_gib:10.2f} GiB",
                      f"  rollouts: the policy generates (transformers), {self.concurrent_sequences} of a rank's "
                      f"{self.rank_rollouts} rollouts at once"]
-        rows.append(f"  tokens per step (upper bound): {self.tokens_per_step:,}")
+        rows.append(f"  tokens generated per step (upper bound): {self.tokens_per_step:,}")
         verdict = f"refused: {self.refusal}" if self.refusal else "fits"
         return "\n".join(rows + [verdict])
 
@@ -251,7 +257,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     peak = max(trainer, generation, sync) if hw.engine_sleeps else trainer + engine
     seq_kv = shape.kv_bytes_per_token_per_gpu(hw.tp) * work.sequence_tokens  # one sequence, one GPU's share
     concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
-    rank_rows = -(-work.prompts_per_step // hw.nproc) * work.rollouts_per_prompt  # rows one rank generates
+    rank_rows = -(-work.generated_prompts // hw.nproc) * work.rollouts_per_prompt  # rows one rank generates
     decode_refusal = None
     if not hw.engine:  # the transformers engine: its decode batches within its share (decode_memory.py)
         per_row = decode_bytes_per_row(layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads,
@@ -283,7 +289,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
                    f"gpu_memory_utilization or tp")
     return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
                 concurrent_sequences=concurrent, rank_rollouts=rank_rows,
-                tokens_per_step=work.prompts_per_step * work.rollouts_per_prompt * work.sequence_tokens,
+                tokens_per_step=work.generated_prompts * work.rollouts_per_prompt * work.sequence_tokens,
                 refusal=refusal, title=_title(shape, work, hw), engine=hw.engine, generation_gib=generation)
 
 

@@ -57,7 +57,7 @@ def rl_train_task(model: str, data: str, out: str, config, resume: bool, store: 
                   nproc: int = 1, nodes: NodeLayout = NodeLayout()) -> dict:
     watch = StepProgress(f"rl {config.loss}", start_step=None, mode="off",
                          feed=progress_feed(run_artifact_key("progress"), f"RL ({config.loss}) {out}"))
-    rollouts = config.prompts_per_step * config.rollouts_per_prompt
+    rollouts = config.generated_prompts * config.rollouts_per_prompt  # generated per step
 
     def on_step(step: int, total: int, values: dict) -> None:
         held_out = {"avg@k": values["eval_avg_at_k"]} if "eval_avg_at_k" in values else {}

@@ -1,9 +1,11 @@
 """GPPO reinforcement learning, read top to bottom (the Klear-Reasoner paper's RL section):
 
-per step: sample `prompts_per_step` prompts → `rollouts_per_prompt` completions each (temperature 1.0)
+per step: sample `generation_prompts` prompts (default: `prompts_per_step`; the paper draws 256 to train 128)
+→ `rollouts_per_prompt` completions each (temperature 1.0)
 → rewards (math-verify / sandbox; tasks/grading/rewards.py: a wrong answer, a timed-out program included,
 gets the wrong-answer reward; an INFRA grade gets None, is left out and counted in `infra_failures`)
-→ group-normalised advantages → drop zero-variance groups → split the
+→ group-normalised advantages → drop zero-variance groups → keep the first `prompts_per_step` groups left
+(no refill when fewer are left: the step trains those) → split the
 rollouts into `mini_batches` and take one optimizer step per mini-batch (several updates per rollout
 batch, as the paper) with
 
@@ -124,18 +126,19 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
         log.info("RL problems of %s: %s", data, selection.line())
     rows, too_long = keep_fitting(rows, tok, getattr(model.config, "max_position_embeddings", None),
                                   cfg.max_tokens, data, selection)
-    sampler = PromptSampler(rows, cfg.prompts_per_step, cfg.seed)
+    sampler = PromptSampler(rows, cfg.generated_prompts, cfg.seed)
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
-    if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.prompts_per_step):
+    if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.generated_prompts,
+                                        cfg.generation_flag):
         raise ValueError(problem)
     gen = make_rollout_engine(model, tok, model_dir, cfg.backend,
-                              rollout_batch_rows(device, cfg.prompts_per_step, cfg.rollouts_per_prompt),
+                              rollout_batch_rows(device, cfg.generated_prompts, cfg.rollouts_per_prompt),
                               sharded or cfg.compile,  # a compiled policy generates from an uncompiled copy
                               cfg.tensor_parallel, ctx.world_size,
                               dtype=torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32, device=device,
                               generates=generates_here(ctx.rank, ctx.world_size, cfg.tensor_parallel,
-                                                       cfg.prompts_per_step))
+                                                       cfg.generated_prompts))
     if cfg.compile:
         compile_blocks(model)
     policy = dist_utils.wrap(model, ctx, cfg.strategy, bf16_enabled(cfg, device), cfg.shard_group_size)

@@ -103,19 +103,21 @@ def rollout_batch_rows(device: torch.device, prompts_per_step: int, rollouts_per
     return max(64, rollouts_per_prompt * 8)
 
 
-def engine_layout_problem(world: int, tensor_parallel: int, prompts_per_step: int) -> str | None:
+def engine_layout_problem(world: int, tensor_parallel: int, prompts_per_step: int,
+                          flag: str = "--prompts-per-step") -> str | None:
     """Why `world` ranks cannot share vLLM engines of `tensor_parallel` ranks each, or None.
 
     - tensor_parallel must divide world: each group of tensor_parallel consecutive ranks shares one engine.
     - With tensor_parallel > 1 the world / tensor_parallel engines run as one vLLM data-parallel world (the
       external launcher), whose engines step together: an engine given no prompt group in a step would leave
-      the others waiting on it forever, so prompts_per_step must be at least the number of engines."""
+      the others waiting on it forever, so the prompts a step generates (`prompts_per_step`, set by `flag`)
+      must be at least the number of engines."""
     if world % tensor_parallel:
         return (f"--tensor-parallel {tensor_parallel}: must divide --nproc {world} (each group of "
                 f"{tensor_parallel} ranks shares one vLLM engine)")
     engines = world // tensor_parallel
     if tensor_parallel > 1 and prompts_per_step < engines:
-        return (f"--prompts-per-step {prompts_per_step}: fewer than the {engines} vLLM engines (--nproc {world} / "
+        return (f"{flag} {prompts_per_step}: fewer than the {engines} vLLM engines (--nproc {world} / "
                 f"--tensor-parallel {tensor_parallel}); tensor-parallel engines step together, each needs a "
                 "prompt group every step")
     return None

@@ -13,8 +13,6 @@ What the presets leave at RLConfig's defaults, and why:
 - reward: RewardConfig's defaults are the paper's (±1 math, −2.0 without <think>, soft code reward = pass
   fraction) but for −1.0 rather than the release's −0.5 without </think>: no format penalty may pay more
   than a wrong answer (tasks/grading/rewards.py says why).
-- the paper's generation batch of 256 prompts (2× oversampling, then zero-variance groups dropped without
-  refill) has no RLConfig field: a step samples prompts_per_step prompts and filters those.
 - one PPO epoch over each rollout batch: what train_rl always does.
 """
 from __future__ import annotations
@@ -32,6 +30,8 @@ PAPER_MATH: dict = {
     "dual_clip": None,               # the paper has no dual clip (only the authors' release adds c = 10)
     "advantage": "grpo",             # reward minus the group mean, over the group std (+1e-6)
     "prompts_per_step": 128,         # 128 prompts in each rollout batch
+    "generation_prompts": 256,       # generation batch of 256 prompts: zero-variance groups dropped, the first
+    #                                  128 left are trained, no refill
     "rollouts_per_prompt": 8,        # 8 sampled responses per prompt
     "mini_batches": 8,               # math mini-batches of 16 prompts: 128/16 = 8 optimizer steps per batch
     "micro_batch_tokens": 36864,     # not in the paper: one full-length rollout (4K prompt + 32K response)

@@ -107,6 +107,18 @@ def test_two_ranks_train_resume_after_a_killed_rank_and_log_once(sft_model, tmp_
     assert flat(resumed) == pytest.approx(flat(full), rel=1e-4)
 
 
+def test_an_oversampled_run_generates_more_groups_than_it_trains(sft_model, tmp_path):
+    """--generation-prompts 8 with --prompts-per-step 2: every step draws and generates 8 groups, trains at
+    most 2 of those the zero-variance filter leaves, and counts the rest."""
+    model, data = sft_model
+    res = train_rl(model, data, str(tmp_path / "rl"), _cfg(steps=2, prompts_per_step=2, generation_prompts=8,
+                                                           save_every=100))
+    for m in res["metrics"]:
+        assert m["generated_groups"] == 8 and m["trained_groups"] <= 2
+        assert m["trained_rollouts"] == 4 * m["trained_groups"]
+        assert m["trained_groups"] + m["surplus_groups"] == round(8 * (1 - m["filtered_group_frac"]))
+
+
 def test_one_process_runs_without_the_step_timeout(sft_model, tmp_path):
     """`step_timeout_s` limits runs of several processes (tests/flows/test_bad_input.py: a torchrun run stopped
     by it; tests/training/test_watchdog.py: the watchdog); one process ignores it."""

@@ -22,6 +22,7 @@ def test_the_paper_presets_hold_the_papers_rl_numbers():
     for cfg in (math, code):
         assert (cfg.loss, cfg.eps_low, cfg.eps_high, cfg.sft_alpha) == ("gppo", 0.2, 0.28, 0.1)
         assert (cfg.prompts_per_step, cfg.rollouts_per_prompt, cfg.max_tokens) == (128, 8, 32768)
+        assert cfg.generated_prompts == 256  # the generation batch: 2× oversampled, zero-variance groups dropped
         assert (cfg.temperature, cfg.top_p, cfg.warmup_steps, cfg.weight_decay) == (1.0, 1.0, 10, 0.1)
         assert (cfg.backend, cfg.strategy) == ("vllm", "fsdp") and cfg.dual_clip is None and cfg.filter_zero_variance
     assert (math.mini_batches, math.lr, math.domains) == (8, 1e-6, ("math",))
@@ -43,7 +44,7 @@ def test_the_paper_preset_fits_eight_80gib_gpus_with_fsdp():
     preset = RL_PRESETS["paper"]
     plan = dry_run(preset.model, preset.rl_config(), preset.hardware)
     assert plan.refusal is None and plan.peak_gib < 80 and plan.concurrent_sequences >= 1
-    assert plan.tokens_per_step == 128 * 8 * (DEFAULT_PROMPT_TOKENS + 32768)
+    assert plan.tokens_per_step == 256 * 8 * (DEFAULT_PROMPT_TOKENS + 32768)  # generated: 256 prompts drawn
     text = plan.render()
     assert text.splitlines()[0].startswith("qwen3-8b (vllm rollouts): 8.19B parameters on 8 × 80 GiB GPUs, fsdp")
     assert text.endswith("fits")

@@ -94,6 +94,40 @@ def test_no_optimizer_or_scheduler_step_when_every_group_is_filtered(tiny):
     assert all(torch.equal(p, before[n]) for n, p in tiny.named_parameters())
 
 
+def test_an_oversampled_step_trains_the_first_prompts_per_step_groups_the_filter_leaves():
+    """The paper's generation batch: 2× the prompts drawn, zero-variance groups dropped, the first
+    prompts_per_step of the rest trained (in the order drawn), no refill when fewer are left. The trained
+    groups' advantages are their own group's, whatever else was generated."""
+    from tasks.training.rl_update import trained_minibatches
+
+    #          g0 flat     g1          g2 flat     g3          g4          g5
+    rewards = [[1., 1.], [1., 0.], [0., 0.], [0., 1.], [1., 0.], [0., 1.]]
+    rs = _rollouts(512, rewards)
+    cfg = RLConfig(prompts_per_step=3, generation_prompts=6, mini_batches=1, backend="hf")
+    values, minis = trained_minibatches(rs, cfg, 0)
+    assert sorted({r.group for r, _ in minis[0]}) == [1, 3, 4]
+    assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (3, 1, 6)
+    assert values["generated_groups"] == 6
+    assert values["filtered_group_frac"] == pytest.approx(2 / 6)
+    alone = dict((id(r), a) for r, a in trained_minibatches([r for r in rs if r.group in (1, 3, 4)],
+                                                            RLConfig(prompts_per_step=3, mini_batches=1), 0)[1][0])
+    assert all(a == alone[id(r)] for r, a in minis[0])
+    few = _rollouts(512, [[1., 1.], [1., 0.], [0., 0.], [0., 0.], [0., 0.], [1., 1.]])  # one group left: no refill
+    values, minis = trained_minibatches(few, cfg, 0)
+    assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (1, 0, 2)
+
+
+def test_generation_prompts_below_the_trained_prompts_or_without_the_filter_is_refused():
+    from tasks.config_checks import ConfigError
+
+    with pytest.raises(ConfigError, match="at least --prompts-per-step 16"):
+        RLConfig(generation_prompts=8)
+    with pytest.raises(ConfigError, match="zero-variance filter"):
+        RLConfig(generation_prompts=32, filter_zero_variance=False)
+    assert RLConfig(generation_prompts=16, filter_zero_variance=False).generated_prompts == 16
+    assert RLConfig().generated_prompts == 16 and RLConfig(generation_prompts=32).generated_prompts == 32
+
+
 @pytest.mark.slow
 def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
     """One fixed batch of rollouts (uneven lengths, so ranks get different micro-batch counts and run
