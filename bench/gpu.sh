@@ -143,9 +143,9 @@ else
   GLOBAL_S=570; L_SETUP=60; L_SFT=110; L_SFTC=150; L_SFTL=60; L_ROLLOUT=150; L_RL=80; L_RLB=60; L_PROF=90; L_RLD=240
 fi
 rm -rf "$WORK"; mkdir -p "$WORK" bench/out
-SFTL_ENV=
+SFTL_ENV=()
 if [ -n "$LIGER_COPY" ] && [ "$SMOKE" = 1 ]; then
-  SFTL_ENV="TRITON_INTERPRET=1 PYTHONPATH=$LIGER_COPY:$PYTHONPATH"
+  SFTL_ENV=(TRITON_INTERPRET=1 "PYTHONPATH=$LIGER_COPY:$PYTHONPATH")
 elif [ -n "$LIGER_COPY" ]; then
   mkdir -p "$WORK/liger" && ln -s "$LIGER_COPY/liger_kernel" "$WORK/liger/liger_kernel"
   export PYTHONPATH="$PYTHONPATH:$WORK/liger"
@@ -165,7 +165,7 @@ json_line() {  # part status reason → one JSON line on stdout and in results.j
 }
 
 SETUP_OK=1
-PART_ENV=  # VAR=value words for the next part's process (env)
+PART_ENV=()  # VAR=value words for the next part's process (env)
 run_part() {  # name limit_s args...  → runs one part under min(limit, budget left)
   local name=$1 limit=$2; shift 2
   local left=$(( GLOBAL_S - ($(date +%s) - START) ))
@@ -176,7 +176,7 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
   t0=$(date +%s)
   echo "== $name (limit ${limit}s)" >>"$LOG"
   # JSON lines come back on stdout; everything else goes to the log
-  timeout -k 10 "$limit" env $PART_ENV "$PY" bench/gpu_bench.py "$@" --work "$WORK" $FLAG 2>>"$LOG" | grep '^{'
+  timeout -k 10 "$limit" env ${PART_ENV[@]+"${PART_ENV[@]}"} "$PY" bench/gpu_bench.py "$@" --work "$WORK" $FLAG 2>>"$LOG" | grep '^{'
   rc=${PIPESTATUS[0]}
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" >>"$LOG"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
@@ -218,7 +218,9 @@ if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft
   run_part sft_chunked "$L_SFT" sft --kernel chunked
   run_part sft_compiled "$L_SFTC" sft --compile
-  PART_ENV=$SFTL_ENV run_part sft_loss "$L_SFTL" sft_loss
+  PART_ENV=(${SFTL_ENV[@]+"${SFTL_ENV[@]}"})
+  run_part sft_loss "$L_SFTL" sft_loss
+  PART_ENV=()
 fi
 if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then
   run_part rollout "$L_ROLLOUT" rollout

@@ -3,6 +3,7 @@ them, and they double as the flows' parameters, so a deployment run is checked e
 a bad value fails when the config is made, before any model loads."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -54,10 +55,10 @@ class SFTConfig:
     responses: str = "all"                # teacher responses trained on: all, correct (graded correct), or
     #   by_difficulty (the paper's finding: every response on hard/unsolved problems, correct ones on easy/
     #   medium; needs difficulty tags); off by default (tasks/training/sft_responses.py)
-    logprob_kernel: str = "auto"          # the loss over the output layer, never [tokens, V] logits whole:
+    logprob_kernel: str = "auto"          # the loss over the output layer, never the tokens × V logits whole:
     #   liger (Liger Kernel's fused linear cross-entropy: one Triton pass over each chunk's logits, gradients in
     #   the forward; CUDA, the `gpu` extra), chunked (torch, any device); auto: liger on a GPU where liger-kernel
-    #   is installed, else chunked (tasks/training/nll_kernels.py)
+    #   is installed and passes its probe, else chunked (tasks/training/nll_kernels.py)
 
     def __post_init__(self) -> None:
         """Ranges, checked once for the CLI and deployments alike (a bad value fails before any work):
@@ -142,10 +143,10 @@ class RLConfig(Sampling):
     advantage: str = "grpo"               # group-normalised (grpo), or "drgrpo" without the std division
     steps: int = 40                       # rollout batches (each gives `mini_batches` optimizer steps)
     prompts_per_step: int = 16            # prompts trained on per step, at most (paper: 128)
-    generation_prompts: int | None = None  # prompts sampled and generated per step, ≥ prompts_per_step: the
-    #                                       zero-variance filter drops groups, and the first prompts_per_step
-    #                                       groups left are trained, the rest unused (paper: 256 for 128, a 2×
-    #                                       oversample without refill); None: prompts_per_step, no oversample
+    oversample: float = 1.0               # a step draws and generates ⌈oversample · prompts_per_step⌉ prompts;
+    #                                       the zero-variance filter drops groups and the first prompts_per_step
+    #                                       groups left are trained, the rest unused, no refill (paper: 2, 256
+    #                                       generated for 128); 1: every generated group is trained
     rollouts_per_prompt: int = 8          # paper: 8
     mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code); more of
     #                                       them move π further from π_old per batch: with GPPO lower the lr
@@ -200,13 +201,16 @@ class RLConfig(Sampling):
 
     @property
     def generated_prompts(self) -> int:
-        """Prompts sampled and generated per step: generation_prompts, else prompts_per_step."""
-        return self.generation_prompts or self.prompts_per_step
+        """Prompts a step draws and generates: ⌈oversample · prompts_per_step⌉ (prompts_per_step at 1)."""
+        return math.ceil(self.prompts_per_step * self.oversample - 1e-9)
 
     @property
-    def generation_flag(self) -> str:
-        """The flag that sets `generated_prompts`, for messages about it."""
-        return "--generation-prompts" if self.generation_prompts else "--prompts-per-step"
+    def generated_prompts_flags(self) -> str:
+        """The flags that set `generated_prompts` and their value, for messages about it."""
+        if self.oversample == 1.0:
+            return f"--prompts-per-step {self.prompts_per_step}"
+        return (f"--prompts-per-step {self.prompts_per_step} × --oversample {self.oversample:g} "
+                f"({self.generated_prompts} prompts)")
 
     def __post_init__(self) -> None:
         """Ranges and registry names, checked once for the CLI and deployments alike. A group needs at
@@ -225,15 +229,10 @@ class RLConfig(Sampling):
         check_float(self, "dual_clip", 1.0, above=True, optional=True)
         check_int(self, "steps", 1)
         check_int(self, "prompts_per_step", 1)
-        check_int(self, "generation_prompts", 1, optional=True)
-        if self.generation_prompts is not None and self.generation_prompts < self.prompts_per_step:
-            raise ConfigError("generation_prompts", f"must be at least --prompts-per-step {self.prompts_per_step}, "
-                                                    f"the prompts a step trains (got {self.generation_prompts})")
-        if (self.generation_prompts or 0) > self.prompts_per_step and not self.filter_zero_variance:
-            raise ConfigError("generation_prompts", f"{self.generation_prompts} above --prompts-per-step "
-                                                    f"{self.prompts_per_step} needs the zero-variance filter: the "
-                                                    "extra groups only replace the ones it drops; set it to "
-                                                    f"{self.prompts_per_step} or keep the filter")
+        check_float(self, "oversample", 1.0, 100.0)
+        if self.oversample > 1.0 and not self.filter_zero_variance:
+            raise ConfigError("oversample", f"{self.oversample:g} needs the zero-variance filter: the extra groups "
+                                            "only replace the ones it drops; set --oversample 1 or keep the filter")
         check_int(self, "rollouts_per_prompt", 2, high=MAX_K)
         check_int(self, "mini_batches", 1)
         rollouts = self.prompts_per_step * self.rollouts_per_prompt

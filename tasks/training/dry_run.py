@@ -74,7 +74,7 @@ def dry_run(model: str, cfg: "RLConfig", hw: Hardware, prompt_tokens: int | None
     micro = max(seq, min(cfg.micro_batch_tokens, most * seq))
     work = Workload(prompts_per_step=cfg.prompts_per_step, rollouts_per_prompt=cfg.rollouts_per_prompt,
                     micro_batch_tokens=micro, prompt_tokens=prompt, max_tokens=cfg.max_tokens,
-                    mini_batches=cfg.mini_batches, generation_prompts=cfg.generated_prompts)
+                    mini_batches=cfg.mini_batches, generated_prompts=cfg.generated_prompts)
     checkpointing = True if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
     plan = plan_rl(shape, work, replace(hw, strategy=cfg.strategy, engine=cfg.backend != "hf", tp=cfg.tensor_parallel,
                                         gradient_checkpointing=checkpointing, bf16=cfg.bf16 is not False))

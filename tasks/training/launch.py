@@ -80,7 +80,7 @@ def rl_layout_problem(nproc: int, cfg: RLConfig, nodes: NodeLayout = NodeLayout(
     every engine of the whole run needs a prompt group each step (rl_engine.engine_layout_problem)."""
     from tasks.training.rl_engine import engine_layout_problem
 
-    count, flag = cfg.generated_prompts, cfg.generation_flag
+    count, flag = cfg.generated_prompts, cfg.generated_prompts_flags
     return (engine_layout_problem(nproc, cfg.tensor_parallel, count, flag)
             or engine_layout_problem(nodes.world(nproc), cfg.tensor_parallel, count, flag))
 

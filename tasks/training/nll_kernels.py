@@ -14,12 +14,14 @@
   dtype (2·C·V bytes under bf16). Needs liger-kernel (the `gpu` extra) and a CUDA device, Triton's; on CPU only
   under TRITON_INTERPRET=1 (Triton's interpreter: slow, exact, what the CPU tests use).
 
-`auto` is liger on a CUDA device where liger-kernel imports, else chunked. Both give the value and gradients
+`auto` is liger on a CUDA device where liger-kernel imports and its kernel passes a probe there (`kernel_probe`:
+it runs and gives the chunked kernel's numbers on a small problem), else chunked. Both give the value and gradients
 of `cross_entropy(h·Wᵀ, y, reduction="sum")` within float rounding (tests/training/test_nll_kernels.py).
 """
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from typing import Callable
 
@@ -28,6 +30,7 @@ import torch
 from tasks.training.linear_logprobs import LOGPROB_CHUNK, linear_logprobs
 
 LIGER_INSTALL = "pip install 'klear-pipeline[gpu]'"
+log = logging.getLogger(__name__)
 
 
 def chunked_summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -37,12 +40,13 @@ def chunked_summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: 
 
 
 def liger_chunk_budget(positions: int, vocab: int, hidden: int) -> int:
-    """Liger's `chunk_mem_const` c for chunks of about LOGPROB_CHUNK positions. Liger cuts N positions into
+    """Liger's `chunk_mem_const` c for chunks of at most LOGPROB_CHUNK positions. Liger cuts N positions into
     chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉); its default c = 1 bounds a chunk's logits by N·d elements, which at
     Qwen's V = 151,936 and d = 896 is chunks of 128 positions: W is read again for every one of them.
-    c = ⌈V / (d · k)⌉ with k = ⌈N / LOGPROB_CHUNK⌉ gives k chunks of at most LOGPROB_CHUNK positions."""
+    c = max(1, ⌊V / (d · k)⌋) with k = ⌈N / LOGPROB_CHUNK⌉ makes ⌈V / (c·d)⌉ ≥ k, so a chunk holds at most
+    next_pow2(⌈N / k⌉) ≤ LOGPROB_CHUNK positions (a power of two): between k and 2k chunks."""
     k = max(1, -(-positions // LOGPROB_CHUNK))
-    return max(1, -(-vocab // (hidden * k)))
+    return max(1, vocab // (hidden * k))
 
 
 def liger_summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -73,6 +77,30 @@ def summed_logprob(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Te
 
 
 @functools.cache
+def kernel_probe(name: str, device: torch.device) -> str | None:
+    """Why kernel `name` fails on `device`, or None: it runs there and gives the chunked kernel's Σ log π and
+    gradients on a small problem, within 1e-3 (once per process and device; for Liger a few seconds of Triton
+    compiling). `auto` takes Liger only where this passes, so a Triton that cannot build its kernels costs the
+    fused kernel, never the run."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    h, w = torch.randn(96, 64, generator=g), torch.randn(1000, 64, generator=g) * 0.1
+    y = torch.randint(0, 1000, (96,), generator=g)
+    out = {}
+    try:
+        for kernel in ("chunked", name):
+            hh, ww = h.to(device).requires_grad_(), w.to(device).requires_grad_()
+            value = NLL_KERNELS[kernel](hh, ww, y.to(device))
+            value.backward()
+            out[kernel] = (value.detach().cpu(), hh.grad.cpu(), ww.grad.cpu())
+    except Exception as e:  # noqa: BLE001 - a Triton that cannot compile or run the kernel, of any kind
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        return f"fails on {device} ({type(e).__name__}: {first})"
+    if not all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(out[name], out["chunked"])):
+        return f"gives other numbers than the chunked kernel on {device}"
+    return None
+
+
+@functools.cache
 def liger_import_problem() -> str | None:
     """Why liger-kernel cannot be imported here, or None (asked once per process)."""
     try:
@@ -84,18 +112,30 @@ def liger_import_problem() -> str | None:
 
 
 def liger_problem(device: torch.device) -> str | None:
-    """Why Liger's kernel cannot run on `device`, or None."""
+    """Why Liger's kernel cannot run on `device`, or None: no CUDA device (nor Triton's interpreter), no
+    liger-kernel, or its kernel failing the probe there."""
     if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         return (f"needs a CUDA device for its Triton kernels (got {device.type}; on CPU only under "
                 f"TRITON_INTERPRET=1, Triton's slow interpreter, for tests)")
-    return liger_import_problem()
+    return liger_import_problem() or kernel_probe("liger", device)
 
 
 def resolve_logprob_kernel(requested: str, device: torch.device) -> str:
-    """The kernel of a run (SFTConfig.logprob_kernel): `auto` → liger on a CUDA device where it imports, else
-    chunked; `liger` where it cannot run is refused in one line naming the flag."""
+    """The kernel of a run (SFTConfig.logprob_kernel): `auto` → liger on a CUDA device where it imports and
+    passes its probe, else chunked (saying why once, when liger-kernel is installed but fails); `liger` where it
+    cannot run is refused in one line naming the flag."""
     if requested == "auto":
-        return "liger" if device.type == "cuda" and liger_problem(device) is None else "chunked"
+        if device.type != "cuda" or liger_import_problem() is not None:
+            return "chunked"
+        if why := liger_problem(device):
+            _warn_once(f"logprob_kernel auto: the chunked kernel, as Liger's {why}")
+            return "chunked"
+        return "liger"
     if requested == "liger" and (why := liger_problem(device)):
         raise ValueError(f"logprob_kernel (--logprob-kernel) liger {why}; use chunked or auto")
     return requested
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)

@@ -160,12 +160,12 @@ class Workload:
     prompt_tokens: int                    # longest prompt
     max_tokens: int                       # longest response
     mini_batches: int = 1                 # optimizer steps per rollout batch (RLConfig.mini_batches)
-    generation_prompts: int | None = None  # prompts generated per step (RLConfig.generated_prompts); None: all
-    #                                       trained, prompts_per_step
+    generated_prompts: int | None = None  # prompts generated per step (RLConfig.generated_prompts); None:
+    #                                       prompts_per_step, all of them trained
 
     @property
-    def generated_prompts(self) -> int:
-        return self.generation_prompts or self.prompts_per_step
+    def generation_prompts(self) -> int:
+        return self.generated_prompts or self.prompts_per_step
 
     @property
     def sequence_tokens(self) -> int:
@@ -257,7 +257,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
     peak = max(trainer, generation, sync) if hw.engine_sleeps else trainer + engine
     seq_kv = shape.kv_bytes_per_token_per_gpu(hw.tp) * work.sequence_tokens  # one sequence, one GPU's share
     concurrent = int(kv_cache * GIB // seq_kv) if hw.engine else 0
-    rank_rows = -(-work.generated_prompts // hw.nproc) * work.rollouts_per_prompt  # rows one rank generates
+    rank_rows = -(-work.generation_prompts // hw.nproc) * work.rollouts_per_prompt  # rows one rank generates
     decode_refusal = None
     if not hw.engine:  # the transformers engine: its decode batches within its share (decode_memory.py)
         per_row = decode_bytes_per_row(layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads,
@@ -289,7 +289,7 @@ def plan_rl(shape: Shape, work: Workload, hw: Hardware) -> Plan:
                    f"gpu_memory_utilization or tp")
     return Plan(lines=lines, trainer_gib=trainer, engine_gib=engine, peak_gib=peak, kv_cache_gib=kv_cache,
                 concurrent_sequences=concurrent, rank_rollouts=rank_rows,
-                tokens_per_step=work.generated_prompts * work.rollouts_per_prompt * work.sequence_tokens,
+                tokens_per_step=work.generation_prompts * work.rollouts_per_prompt * work.sequence_tokens,
                 refusal=refusal, title=_title(shape, work, hw), engine=hw.engine, generation_gib=generation)
 
 

@@ -1,6 +1,6 @@
 """GPPO reinforcement learning, read top to bottom (the Klear-Reasoner paper's RL section):
 
-per step: sample `generation_prompts` prompts (default: `prompts_per_step`; the paper draws 256 to train 128)
+per step: sample ⌈oversample · prompts_per_step⌉ prompts (oversample 1 by default; the paper draws 256 to train 128)
 → `rollouts_per_prompt` completions each (temperature 1.0)
 → rewards (math-verify / sandbox; tasks/grading/rewards.py: a wrong answer, a timed-out program included,
 gets the wrong-answer reward; an INFRA grade gets None, is left out and counted in `infra_failures`)
@@ -130,7 +130,7 @@ def _train_rl(model_dir: str, data: str, out: str, cfg: RLConfig, resume: bool =
     lr = cfg.lr or default_rl_lr(model.config.hidden_size)
     sharded = ctx.world_size > 1 and cfg.strategy == "fsdp"
     if problem := engine_layout_problem(ctx.world_size, cfg.tensor_parallel, cfg.generated_prompts,
-                                        cfg.generation_flag):
+                                        cfg.generated_prompts_flags):
         raise ValueError(problem)
     gen = make_rollout_engine(model, tok, model_dir, cfg.backend,
                               rollout_batch_rows(device, cfg.generated_prompts, cfg.rollouts_per_prompt),

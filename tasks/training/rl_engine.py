@@ -84,42 +84,41 @@ def hf_memory_budget(engine_model, own_copy: bool) -> int | None:
     return engine_memory_budget(torch.cuda.get_device_properties(dev).total_memory, copy_bytes)
 
 
-def generates_here(rank: int, world: int, tensor_parallel: int, prompts_per_step: int) -> bool:
+def generates_here(rank: int, world: int, tensor_parallel: int, prompts: int) -> bool:
     """Whether rank's engine ever generates: rank 0 (it runs the held-out evaluations), every rank of
-    tensor-parallel engines (they step together), else a rank that `rollout_share` gives a prompt group
-    (all of them unless prompts_per_step < world)."""
+    tensor-parallel engines (they step together), else a rank that `rollout_share` gives a prompt group of the
+    `prompts` a step generates (all of them unless prompts < world)."""
     if rank == 0 or tensor_parallel > 1:
         return True
-    return bool(rollout_share(prompts_per_step, rank, world, tensor_parallel).generate)
+    return bool(rollout_share(prompts, rank, world, tensor_parallel).generate)
 
 
-def rollout_batch_rows(device: torch.device, prompts_per_step: int, rollouts_per_prompt: int) -> int:
-    """Rows (prompts × samples) the transformers engine decodes at once: on a GPU a whole step's (each decode
-    step's fixed cost is shared by every row; the KV cache of prompts_per_step × n rows is what the memory
+def rollout_batch_rows(device: torch.device, prompts: int, rollouts_per_prompt: int) -> int:
+    """Rows (prompts × samples) the transformers engine decodes at once: on a GPU a whole step's `prompts`
+    (each decode step's fixed cost is shared by every row; the KV cache of prompts × n rows is what the memory
     must hold), on CPU max(64, 8·n) as before (an RL step's samples depend on how the rows are batched: the
     batch seeds its generator, hf_backend.py)."""
     if device.type == "cuda":
-        return prompts_per_step * rollouts_per_prompt
+        return prompts * rollouts_per_prompt
     return max(64, rollouts_per_prompt * 8)
 
 
-def engine_layout_problem(world: int, tensor_parallel: int, prompts_per_step: int,
-                          flag: str = "--prompts-per-step") -> str | None:
+def engine_layout_problem(world: int, tensor_parallel: int, prompts: int, flags: str | None = None) -> str | None:
     """Why `world` ranks cannot share vLLM engines of `tensor_parallel` ranks each, or None.
 
     - tensor_parallel must divide world: each group of tensor_parallel consecutive ranks shares one engine.
     - With tensor_parallel > 1 the world / tensor_parallel engines run as one vLLM data-parallel world (the
       external launcher), whose engines step together: an engine given no prompt group in a step would leave
-      the others waiting on it forever, so the prompts a step generates (`prompts_per_step`, set by `flag`)
-      must be at least the number of engines."""
+      the others waiting on it forever, so the prompts a step generates (`prompts`, set by `flags`: the
+      flags and their values, for the message) must be at least the number of engines."""
     if world % tensor_parallel:
         return (f"--tensor-parallel {tensor_parallel}: must divide --nproc {world} (each group of "
                 f"{tensor_parallel} ranks shares one vLLM engine)")
     engines = world // tensor_parallel
-    if tensor_parallel > 1 and prompts_per_step < engines:
-        return (f"{flag} {prompts_per_step}: fewer than the {engines} vLLM engines (--nproc {world} / "
-                f"--tensor-parallel {tensor_parallel}); tensor-parallel engines step together, each needs a "
-                "prompt group every step")
+    if tensor_parallel > 1 and prompts < engines:
+        return (f"{flags or f'--prompts-per-step {prompts}'}: fewer than the {engines} vLLM engines "
+                f"(--nproc {world} / --tensor-parallel {tensor_parallel}); tensor-parallel engines step together, "
+                "each needs a prompt group every step")
     return None
 
 

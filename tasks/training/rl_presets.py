@@ -30,7 +30,7 @@ PAPER_MATH: dict = {
     "dual_clip": None,               # the paper has no dual clip (only the authors' release adds c = 10)
     "advantage": "grpo",             # reward minus the group mean, over the group std (+1e-6)
     "prompts_per_step": 128,         # 128 prompts in each rollout batch
-    "generation_prompts": 256,       # generation batch of 256 prompts: zero-variance groups dropped, the first
+    "oversample": 2.0,               # generation batch of 256 prompts: zero-variance groups dropped, the first
     #                                  128 left are trained, no refill
     "rollouts_per_prompt": 8,        # 8 sampled responses per prompt
     "mini_batches": 8,               # math mini-batches of 16 prompts: 128/16 = 8 optimizer steps per batch

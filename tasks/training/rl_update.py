@@ -1,8 +1,8 @@
 """One GPPO update from a step's rollouts, on one process or N ranks (DDP or FSDP), with the same result:
 
 1. rewards → group-normalised advantages (estimate_advantages) → drop zero-variance groups → keep the first
-   `prompts_per_step` groups left, in the order their prompts were drawn (an oversampled step,
-   `generation_prompts`, generated more; the rest are counted in `surplus_groups`); every rank holds
+   `prompts_per_step` groups left, in the order their prompts were drawn, when the step was oversampled
+   (`oversample` > 1 generated more; the rest are counted in `surplus_groups`); every rank holds
    the whole list of the step's rollouts (the tokens only of those it trains: rollout_exchange.py), so this
    and the seeded shuffle are the same everywhere;
 2. the shuffled rollouts are cut into `mini_batches`; one optimizer step per mini-batch;
@@ -214,7 +214,7 @@ def trained_minibatches(rollouts: list[Rollout], cfg: RLConfig, step: int) -> tu
     adv = estimate_advantages(cfg.advantage, rewards, groups).tolist() if scored else []
     train = [(r, a) for r, a in zip(scored, adv) if r.group not in flat]
     left = sorted({r.group for r, _ in train})  # groups in the order their prompts were drawn
-    trained = set(left[:cfg.prompts_per_step])  # an oversampled step trains the first prompts_per_step of them
+    trained = set(left[:cfg.prompts_per_step] if cfg.oversample > 1.0 else left)  # oversampled: the first ones
     train = [(r, a) for r, a in train if r.group in trained]
     values.update(trained_rollouts=len(train), generated_groups=n_groups, trained_groups=len(trained),
                   surplus_groups=len(left) - len(trained))

@@ -95,11 +95,20 @@ def training(work: Path) -> dict:
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     model = init_model(work / "base", [r["problem"] + r["response"] for r in rows], seed=0)
     out = {}
+    liger, calls = nll_kernels.NLL_KERNELS["liger"], []
+
+    def counted(*args):
+        calls.append(1)
+        return liger(*args)
+
+    nll_kernels.NLL_KERNELS["liger"] = counted
     for kernel in ("chunked", "liger"):
+        calls.clear()
         res = train_sft(str(model), str(data), str(work / kernel), SFTConfig(
             max_steps=4, batch_size=4, micro_batch_size=2, seq_len=128, lr=3e-3, logprob_kernel=kernel))
         recorded = json.loads((work / kernel / "sft_config.json").read_text())["config"]["logprob_kernel"]
-        out[kernel] = {"losses": res.losses, "recorded": recorded}
+        out[kernel] = {"losses": res.losses, "recorded": recorded, "liger_calls": len(calls)}
+    nll_kernels.NLL_KERNELS["liger"] = liger
     return out
 
 
@@ -109,8 +118,9 @@ def main() -> None:
     if why:
         print(json.dumps({"skipped": why}))
         return
+    probe = nll_kernels.liger_problem(torch.device("cpu"))  # the probe, under the interpreter
     nll_kernels.LOGPROB_CHUNK = 16  # several chunks at these sizes (liger_chunk_budget reads it)
-    print(json.dumps({"raw_fp32": raw(70, False), "raw_bf16": raw(70, True), "filler": filler(),
+    print(json.dumps({"probe": probe, "raw_fp32": raw(70, False), "raw_bf16": raw(70, True), "filler": filler(),
                       "model_fp32": through_the_model(False), "model_bf16": through_the_model(True),
                       "training": training(work)}))
 

@@ -55,15 +55,46 @@ def test_a_summed_call_is_taken_at_temperature_one_only():
         score_inputs(batch, 0.7, entropy=False, summed_with="chunked")
 
 
-@pytest.mark.parametrize("positions, chunks", [(16384, 4), (10000, 3), (4096, 1), (70, 1), (1, 1)])
-def test_ligers_chunks_are_about_the_chunked_kernels(positions, chunks):
-    """Liger's own rule cuts N positions into chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉) (its chunk_mem_const c);
-    at Qwen2.5-0.5B's V and d the budget gives the chunked kernel's count of at most 4,096-position chunks."""
-    vocab, hidden = 151936, 896
+@pytest.mark.parametrize("positions, hidden, chunks", [(16384, 896, 4), (10000, 896, 3), (4096, 896, 2),
+                                                     (70, 896, 2), (1, 896, 1), (36864, 4096, 9), (131072, 896, 32)])
+def test_ligers_chunks_are_at_most_the_chunked_kernels(positions, hidden, chunks):
+    """Liger's own rule cuts N positions into chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉) (its chunk_mem_const c); at
+    Qwen's V the budget keeps every chunk within the chunked kernel's 4,096 positions, in k to 2k chunks."""
+    vocab = 151936
     c = liger_chunk_budget(positions, vocab, hidden)
     per = -(-vocab // (c * hidden))
     size = min(positions, 1 << (-(-positions // per) - 1).bit_length())
     assert size <= 4096 and -(-positions // size) == chunks
+
+
+def _registry_with(monkeypatch, kernel):
+    from tasks.training import nll_kernels
+
+    monkeypatch.setitem(nll_kernels.NLL_KERNELS, "suspect", kernel)
+    nll_kernels.kernel_probe.cache_clear()
+    return nll_kernels
+
+
+def test_the_probe_passes_a_kernel_that_gives_the_chunked_numbers(monkeypatch):
+    def own_form(h, w, y):
+        return torch.log_softmax(h @ w.t(), -1).gather(-1, y[:, None]).sum()
+
+    assert _registry_with(monkeypatch, own_form).kernel_probe("suspect", torch.device("cpu")) is None
+
+
+def test_the_probe_fails_a_kernel_that_raises_or_gives_other_numbers(monkeypatch):
+    """What `auto` meets when a GPU's Triton cannot build Liger's kernels, or builds them wrong: the run takes
+    the chunked kernel and says why."""
+    def broken(h, w, y):
+        raise RuntimeError("PassManager::run failed\nmore lines")
+
+    why = _registry_with(monkeypatch, broken).kernel_probe("suspect", torch.device("cpu"))
+    assert why.startswith("fails on cpu (RuntimeError: PassManager::run failed)") and "\n" not in why
+
+    def off_by_half(h, w, y):
+        return 0.5 * torch.log_softmax(h @ w.t(), -1).gather(-1, y[:, None]).sum()
+
+    assert "other numbers" in _registry_with(monkeypatch, off_by_half).kernel_probe("suspect", torch.device("cpu"))
 
 
 @pytest.mark.slow
@@ -89,8 +120,10 @@ def test_liger_trains_as_the_chunked_kernel_under_tritons_interpreter(tmp_path):
     assert r["filler"] == {"value": 0.0, "grad_w_zero": True}
     assert r["model_fp32"]["value"] < 1e-6 and r["model_fp32"]["grads"] < 1e-5, r["model_fp32"]
     assert r["model_bf16"]["value"] < 1e-5 and r["model_bf16"]["grads"] < 2e-2, r["model_bf16"]
+    assert r["probe"] is None  # `liger` on CPU under the interpreter passes the probe first
     runs = r["training"]
     assert runs["liger"]["recorded"] == "liger" and runs["chunked"]["recorded"] == "chunked"
+    assert runs["liger"]["liger_calls"] > 0 and runs["chunked"]["liger_calls"] == 0
     assert runs["liger"]["losses"] == pytest.approx(runs["chunked"]["losses"], rel=1e-4)
     assert runs["liger"]["losses"][-1] < runs["liger"]["losses"][0]
 

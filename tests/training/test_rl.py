@@ -108,10 +108,10 @@ def test_two_ranks_train_resume_after_a_killed_rank_and_log_once(sft_model, tmp_
 
 
 def test_an_oversampled_run_generates_more_groups_than_it_trains(sft_model, tmp_path):
-    """--generation-prompts 8 with --prompts-per-step 2: every step draws and generates 8 groups, trains at
-    most 2 of those the zero-variance filter leaves, and counts the rest."""
+    """--oversample 4 with --prompts-per-step 2: every step draws and generates 8 groups, trains at most 2 of
+    those the zero-variance filter leaves, and counts the rest."""
     model, data = sft_model
-    res = train_rl(model, data, str(tmp_path / "rl"), _cfg(steps=2, prompts_per_step=2, generation_prompts=8,
+    res = train_rl(model, data, str(tmp_path / "rl"), _cfg(steps=2, prompts_per_step=2, oversample=4.0,
                                                            save_every=100))
     for m in res["metrics"]:
         assert m["generated_groups"] == 8 and m["trained_groups"] <= 2

@@ -103,7 +103,7 @@ def test_an_oversampled_step_trains_the_first_prompts_per_step_groups_the_filter
     #          g0 flat     g1          g2 flat     g3          g4          g5
     rewards = [[1., 1.], [1., 0.], [0., 0.], [0., 1.], [1., 0.], [0., 1.]]
     rs = _rollouts(512, rewards)
-    cfg = RLConfig(prompts_per_step=3, generation_prompts=6, mini_batches=1, backend="hf")
+    cfg = RLConfig(prompts_per_step=3, oversample=2.0, mini_batches=1, backend="hf")
     values, minis = trained_minibatches(rs, cfg, 0)
     assert sorted({r.group for r, _ in minis[0]}) == [1, 3, 4]
     assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (3, 1, 6)
@@ -117,15 +117,27 @@ def test_an_oversampled_step_trains_the_first_prompts_per_step_groups_the_filter
     assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (1, 0, 2)
 
 
-def test_generation_prompts_below_the_trained_prompts_or_without_the_filter_is_refused():
+def test_oversampling_below_one_or_without_the_filter_is_refused_and_rounds_up():
     from tasks.config_checks import ConfigError
 
-    with pytest.raises(ConfigError, match="at least --prompts-per-step 16"):
-        RLConfig(generation_prompts=8)
+    with pytest.raises(ConfigError, match="oversample"):
+        RLConfig(oversample=0.5)
     with pytest.raises(ConfigError, match="zero-variance filter"):
-        RLConfig(generation_prompts=32, filter_zero_variance=False)
-    assert RLConfig(generation_prompts=16, filter_zero_variance=False).generated_prompts == 16
-    assert RLConfig().generated_prompts == 16 and RLConfig(generation_prompts=32).generated_prompts == 32
+        RLConfig(oversample=2.0, filter_zero_variance=False)
+    assert RLConfig(oversample=1.0, filter_zero_variance=False).generated_prompts == 16
+    assert RLConfig().generated_prompts == 16 and RLConfig(oversample=2.0).generated_prompts == 32
+    assert RLConfig(prompts_per_step=10, oversample=1.1).generated_prompts == 11  # not 12 from float error
+    assert RLConfig(prompts_per_step=10, oversample=1.15).generated_prompts == 12
+
+
+def test_a_step_that_is_not_oversampled_trains_every_group_it_is_given():
+    """The cap is the oversample's: a caller passing more groups than prompts_per_step (a bench, a test) at
+    oversample 1 trains them all, as before."""
+    from tasks.training.rl_update import trained_minibatches
+
+    rs = _rollouts(512, [[1., 0.]] * 5)
+    values, _ = trained_minibatches(rs, RLConfig(prompts_per_step=2, mini_batches=1), 0)
+    assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (5, 0, 10)
 
 
 @pytest.mark.slow
