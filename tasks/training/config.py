@@ -151,6 +151,10 @@ class RLConfig(Sampling):
     mini_batches: int = 2                 # optimizer steps per rollout batch (paper: 8 math / 4 code); more of
     #                                       them move π further from π_old per batch: with GPPO lower the lr
     #                                       (8 at lr 3e-4 collapsed, 8 at 1e-4 did not: docs/ablation.md)
+    fixed_mini_batch: bool = False        # mini-batches of prompts_per_step / mini_batches prompts (the paper's
+    #                                       16 of 128, math): a step whose filter left g groups takes
+    #                                       ⌈g · mini_batches / prompts_per_step⌉ optimizer steps; off: always
+    #                                       mini_batches steps, smaller ones when groups were dropped
     micro_batch_tokens: int = 16384       # tokens (prompt + response) per forward/backward per rank: each
     #                                       micro-batch is packed into one row without padding; a longer
     #                                       rollout runs alone. 16K: a 0.5B model's activations fit an 80 GB

@@ -5,7 +5,9 @@
    (`oversample` > 1 generated more; the rest are counted in `surplus_groups`); every rank holds
    the whole list of the step's rollouts (the tokens only of those it trains: rollout_exchange.py), so this
    and the seeded shuffle are the same everywhere;
-2. the shuffled rollouts are cut into `mini_batches`; one optimizer step per mini-batch;
+2. the shuffled rollouts are cut into `mini_batches` (with `fixed_mini_batch`, into as many as the groups
+   left fill at prompts_per_step / mini_batches prompts each, the paper's fixed mini-batch); one optimizer
+   step per mini-batch;
 3. each mini-batch is shared over the ranks by token count (`balance`), and each rank's share is cut into
    micro-batches of at most `micro_batch_tokens` tokens (prompt + response; `micro_batches`; a longer
    rollout is a micro-batch of its own), each packed into one row without padding (scoring.py). The
@@ -219,7 +221,12 @@ def trained_minibatches(rollouts: list[Rollout], cfg: RLConfig, step: int) -> tu
     values.update(trained_rollouts=len(train), generated_groups=n_groups, trained_groups=len(trained),
                   surplus_groups=len(left) - len(trained))
     random.Random(cfg.seed * 31 + step).shuffle(train)
-    return values, even_split(train, cfg.mini_batches)
+    parts = cfg.mini_batches
+    if cfg.fixed_mini_batch:  # the paper's fixed size: as many mini-batches as the groups left fill
+        parts = min(parts, -(-len(trained) * cfg.mini_batches // cfg.prompts_per_step))
+    minis = even_split(train, parts)
+    values["optimizer_steps"] = len(minis)
+    return values, minis
 
 
 def even_split(items: list, parts: int) -> list[list]:

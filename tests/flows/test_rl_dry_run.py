@@ -52,4 +52,11 @@ def test_tensor_parallel_splits_the_engine_and_must_divide_nproc():
     assert_one_line(klear("rl", "--dry-run", "--model", "qwen3-8b", "--tensor-parallel", "2", "--backend", "hf",
                           "--nproc", "2"), "tensor_parallel", "vllm backend")
     assert_one_line(klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "2",
-                          "--prompts-per-step", "3"), "--prompts-per-step 3: fewer than the 4 vLLM engines")
+                          "--prompts-per-step", "3", "--oversample", "1"),
+                    "--prompts-per-step 3: fewer than the 4 vLLM engines")
+    # the engines share the prompts a step generates: the paper's 2× oversample makes 3 into 6, 1 into 2
+    assert klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "2",
+                 "--prompts-per-step", "3").returncode == 0
+    assert_one_line(klear("rl", "--dry-run", "--preset", "paper", "--model", "qwen3-8b", "--tensor-parallel", "2",
+                          "--prompts-per-step", "1"),
+                    "--prompts-per-step 1 × --oversample 2 (2 prompts): fewer than the 4 vLLM engines")

@@ -23,6 +23,7 @@ def test_the_paper_presets_hold_the_papers_rl_numbers():
         assert (cfg.loss, cfg.eps_low, cfg.eps_high, cfg.sft_alpha) == ("gppo", 0.2, 0.28, 0.1)
         assert (cfg.prompts_per_step, cfg.rollouts_per_prompt, cfg.max_tokens) == (128, 8, 32768)
         assert cfg.generated_prompts == 256  # the generation batch: 2× oversampled, zero-variance groups dropped
+        assert cfg.fixed_mini_batch  # 16 (math) / 32 (code) prompts a mini-batch, whatever the filter left
         assert (cfg.temperature, cfg.top_p, cfg.warmup_steps, cfg.weight_decay) == (1.0, 1.0, 10, 0.1)
         assert (cfg.backend, cfg.strategy) == ("vllm", "fsdp") and cfg.dual_clip is None and cfg.filter_zero_variance
     assert (math.mini_batches, math.lr, math.domains) == (8, 1e-6, ("math",))

@@ -140,6 +140,20 @@ def test_a_step_that_is_not_oversampled_trains_every_group_it_is_given():
     assert (values["trained_groups"], values["surplus_groups"], values["trained_rollouts"]) == (5, 0, 10)
 
 
+@pytest.mark.parametrize("left, fixed, steps", [(8, True, 4), (5, True, 3), (1, True, 1), (5, False, 4),
+                                                 (0, True, 0)])
+def test_a_fixed_mini_batch_takes_as_many_optimizer_steps_as_the_groups_left_fill(left, fixed, steps):
+    """prompts_per_step 8 in 4 mini-batches: 2 prompts each. With fixed_mini_batch (the paper's 16 prompts of
+    128) a step whose filter left 5 groups takes ⌈5·4/8⌉ = 3 steps; without, always 4, smaller ones."""
+    from tasks.training.rl_update import trained_minibatches
+
+    rs = _rollouts(512, [[1., 0.]] * left + [[1., 1.]] * (8 - left))  # the flat groups are filtered out
+    cfg = RLConfig(prompts_per_step=8, rollouts_per_prompt=2, mini_batches=4, fixed_mini_batch=fixed)
+    values, minis = trained_minibatches(rs, cfg, 0)
+    assert len(minis) == values["optimizer_steps"] == steps
+    assert sum(map(len, minis)) == 2 * left and (not minis or max(map(len, minis)) - min(map(len, minis)) <= 1)
+
+
 @pytest.mark.slow
 def test_two_ranks_ddp_and_fsdp_give_the_one_process_update(tmp_path):
     """One fixed batch of rollouts (uneven lengths, so ranks get different micro-batch counts and run
