@@ -141,7 +141,7 @@ class RLConfig(Sampling):
     beta2: float = 1.0                    # GPPO general form, the other side of the clip; 1 = Eq. 11
     dual_clip: float | None = None        # off, as the paper (the release uses 10)
     advantage: str = "grpo"               # group-normalised (grpo), or "drgrpo" without the std division
-    steps: int = 40                       # rollout batches (each gives `mini_batches` optimizer steps)
+    steps: int = 40                       # rollout batches (each gives up to `mini_batches` optimizer steps)
     prompts_per_step: int = 16            # prompts trained on per step, at most (paper: 128)
     oversample: float = 1.0               # a step draws and generates ⌈oversample · prompts_per_step⌉ prompts;
     #                                       the zero-variance filter drops groups and the first prompts_per_step

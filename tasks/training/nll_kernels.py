@@ -43,8 +43,10 @@ def liger_chunk_budget(positions: int, vocab: int, hidden: int) -> int:
     """Liger's `chunk_mem_const` c for chunks of at most LOGPROB_CHUNK positions. Liger cuts N positions into
     chunks of next_pow2(⌈N / ⌈V / (c·d)⌉⌉); its default c = 1 bounds a chunk's logits by N·d elements, which at
     Qwen's V = 151,936 and d = 896 is chunks of 128 positions: W is read again for every one of them.
-    c = max(1, ⌊V / (d · k)⌋) with k = ⌈N / LOGPROB_CHUNK⌉ makes ⌈V / (c·d)⌉ ≥ k, so a chunk holds at most
-    next_pow2(⌈N / k⌉) ≤ LOGPROB_CHUNK positions (a power of two): between k and 2k chunks."""
+    c = ⌊V / (d · k)⌋ with k = ⌈N / LOGPROB_CHUNK⌉ makes ⌈V / (c·d)⌉ ≥ k, so a chunk holds at most
+    next_pow2(⌈N / k⌉) ≤ LOGPROB_CHUNK positions (a power of two): between k and 2k chunks. Past V < d·k
+    (about 150,000 positions at Qwen's V and d = 4,096) c is 1, Liger's own bound: chunks of N·d/V positions,
+    rounded up to a power of two."""
     k = max(1, -(-positions // LOGPROB_CHUNK))
     return max(1, vocab // (hidden * k))
 
@@ -85,17 +87,21 @@ def kernel_probe(name: str, device: torch.device) -> str | None:
     g = torch.Generator(device="cpu").manual_seed(0)
     h, w = torch.randn(96, 64, generator=g), torch.randn(1000, 64, generator=g) * 0.1
     y = torch.randint(0, 1000, (96,), generator=g)
-    out = {}
-    try:
-        for kernel in ("chunked", name):
+    def run(kernel: str) -> tuple[torch.Tensor, ...]:
+        # fp32 with gradients, whatever the caller's autocast or grad mode (a cached answer must be the kernel's)
+        with torch.enable_grad(), torch.autocast(device.type, enabled=False):
             hh, ww = h.to(device).requires_grad_(), w.to(device).requires_grad_()
             value = NLL_KERNELS[kernel](hh, ww, y.to(device))
             value.backward()
-            out[kernel] = (value.detach().cpu(), hh.grad.cpu(), ww.grad.cpu())
+        return value.detach().cpu(), hh.grad.cpu(), ww.grad.cpu()
+
+    reference = run("chunked")
+    try:
+        got = run(name)
     except Exception as e:  # noqa: BLE001 - a Triton that cannot compile or run the kernel, of any kind
         first = (str(e).strip().splitlines() or [""])[0][:200]
         return f"fails on {device} ({type(e).__name__}: {first})"
-    if not all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(out[name], out["chunked"])):
+    if not all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(got, reference)):
         return f"gives other numbers than the chunked kernel on {device}"
     return None
 

@@ -34,7 +34,8 @@ PAPER_MATH: dict = {
     #                                  128 left are trained, no refill
     "rollouts_per_prompt": 8,        # 8 sampled responses per prompt
     "mini_batches": 8,               # math mini-batches of 16 prompts: 128/16 = 8 optimizer steps per batch
-    "fixed_mini_batch": True,        # 16 prompts each whatever the filter left: fewer groups, fewer steps
+    "fixed_mini_batch": True,        # mini-batches of about 16 prompts whatever the filter left: a step with
+    #                                  fewer groups takes fewer optimizer steps (⌈groups / 16⌉, evenly split)
     "micro_batch_tokens": 36864,     # not in the paper: one full-length rollout (4K prompt + 32K response)
     #                                  per packed pass; shorter ones share it (the plan of 8 × 80 GiB GPUs, fsdp,
     #                                  checkpointing, fits this budget, not twice it)

@@ -170,7 +170,8 @@ class _Sums:
 
 def update_policy(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device: torch.device, step: int,
                   *, policy=None, ctx=None) -> dict:
-    """Advantages, filtering, then `mini_batches` optimizer steps on `rollouts` (the step's whole list, the
+    """Advantages, filtering, then up to `mini_batches` optimizer steps (trained_minibatches) on `rollouts` (the
+    step's whole list, the
     same on every rank); returns the step's metrics. `policy` is the module to run (a DDP wrapper; default
     `model`), `ctx` the distributed context (default: one process). Each forward runs under bf16 autocast
     when `bf16_enabled` says so (log-probs are taken in fp32; backward and optimizer steps outside it). When
@@ -231,7 +232,7 @@ def trained_minibatches(rollouts: list[Rollout], cfg: RLConfig, step: int) -> tu
 
 def even_split(items: list, parts: int) -> list[list]:
     """`items` cut in order into min(parts, len) pieces whose sizes differ by at most one (the larger first), so
-    a step takes `mini_batches` optimizer steps whenever it trains at least that many rollouts."""
+    a step cut into `parts` takes that many optimizer steps whenever it trains at least that many rollouts."""
     k = min(parts, len(items))
     if k == 0:
         return []

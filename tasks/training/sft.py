@@ -143,7 +143,10 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device,  # recorded as trained
                                                    AutoConfig.from_pretrained(model_dir)))
-    cfg = replace(cfg, logprob_kernel=resolve_logprob_kernel(cfg.logprob_kernel, ctx.device))  # recorded too
+    kernel = resolve_logprob_kernel(cfg.logprob_kernel, ctx.device)  # each rank probes its own device
+    if ctx.world_size > 1 and 0 < dist_utils.all_reduce_sum(int(kernel == "liger"), ctx) < ctx.world_size:
+        kernel = "chunked"  # `auto` where some rank's probe failed: one kernel for every rank
+    cfg = replace(cfg, logprob_kernel=kernel)  # recorded too
     model = build_model(model_dir, ctx, cfg.strategy, attn_implementation(cfg.attention))  # FSDP: a skeleton
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()

@@ -80,6 +80,9 @@ def test_the_probe_passes_a_kernel_that_gives_the_chunked_numbers(monkeypatch):
         return torch.log_softmax(h @ w.t(), -1).gather(-1, y[:, None]).sum()
 
     assert _registry_with(monkeypatch, own_form).kernel_probe("suspect", torch.device("cpu")) is None
+    nll_kernels = _registry_with(monkeypatch, own_form)  # asked inside a no-grad bf16 context: the same answer
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert nll_kernels.kernel_probe("suspect", torch.device("cpu")) is None
 
 
 def test_the_probe_fails_a_kernel_that_raises_or_gives_other_numbers(monkeypatch):
