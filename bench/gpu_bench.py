@@ -315,6 +315,7 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from tasks.config_checks import error_line
     from tasks.training.nll_kernels import liger_problem
     from tasks.training.sft_loss import summed_nll
 
@@ -366,7 +367,7 @@ def part_sft_loss(work: Path, smoke: bool) -> None:
             if name != "liger":
                 raise
             del forms[name]
-            liger_skipped = f"failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+            liger_skipped = f"failed: {error_line(e, 300)}"
     runs: dict[str, list] = {name: [] for name in forms}
     for _ in range(3):
         for name, fn in forms.items():
@@ -903,6 +904,8 @@ def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) 
 
 
 def main() -> None:
+    from tasks.training.config import LOGPROB_KERNELS
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("part", choices=["setup", "sft", "sft_loss", "rollout", "rl", "profile", "rl_dist", "report"])
     ap.add_argument("--work", required=True, type=Path)
@@ -910,7 +913,7 @@ def main() -> None:
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--layout", choices=["packed", "padded"], default="packed")
     ap.add_argument("--compile", action="store_true", help="sft: torch.compile each decoder block")
-    ap.add_argument("--kernel", choices=["auto", "chunked", "liger"], default="auto",
+    ap.add_argument("--kernel", choices=LOGPROB_KERNELS, default="auto",
                     help="sft: SFTConfig.logprob_kernel")
     ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
     ap.add_argument("--started", type=float, default=None)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from flows.cli_common import UserError, console
+from tasks.config_checks import error_line
 
 
 def check_store(root: str, flag: str = "--store") -> None:
@@ -65,8 +66,7 @@ def check_backend(backend: str, flag: str = "--backend") -> None:
     try:
         importlib.import_module("vllm")
     except Exception as e:  # an install built for another torch or CUDA fails in several ways
-        why = (str(e).strip().splitlines() or [""])[0][:160]
-        raise UserError(f"{flag} vllm: vLLM cannot be imported ({type(e).__name__}: {why}); reinstall it "
+        raise UserError(f"{flag} vllm: vLLM cannot be imported ({error_line(e)}); reinstall it "
                         "(scripts/install-vllm.sh) or use --backend hf") from None
 
 

@@ -19,6 +19,12 @@ from typing import Any
 STRICT_KEYS = {"extra": "forbid"}
 
 
+def error_line(e: BaseException, limit: int = 160) -> str:
+    """An exception as one line for a message: its type and the first `limit` characters of its first line."""
+    text = (str(e).strip().splitlines() or [""])[0][:limit]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 class ConfigError(ValueError):
     """A config value out of range or unknown: `field` names it, `detail` says what is wrong, `flag` the
     command-line flag that sets it (None: derived from the field; "": none — a setting only a config file or

@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from tasks.config_checks import error_line
 from tasks.training.linear_logprobs import LOGPROB_CHUNK, linear_logprobs
 
 LIGER_INSTALL = "pip install 'klear-pipeline[gpu]'"
@@ -87,6 +88,7 @@ def kernel_probe(name: str, device: torch.device) -> str | None:
     g = torch.Generator(device="cpu").manual_seed(0)
     h, w = torch.randn(96, 64, generator=g), torch.randn(1000, 64, generator=g) * 0.1
     y = torch.randint(0, 1000, (96,), generator=g)
+
     def run(kernel: str) -> tuple[torch.Tensor, ...]:
         # fp32 with gradients, whatever the caller's autocast or grad mode (a cached answer must be the kernel's)
         with torch.enable_grad(), torch.autocast(device.type, enabled=False):
@@ -99,8 +101,7 @@ def kernel_probe(name: str, device: torch.device) -> str | None:
     try:
         got = run(name)
     except Exception as e:  # noqa: BLE001 - a Triton that cannot compile or run the kernel, of any kind
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        return f"fails on {device} ({type(e).__name__}: {first})"
+        return f"fails on {device} ({error_line(e, 200)})"
     if not all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(got, reference)):
         return f"gives other numbers than the chunked kernel on {device}"
     return None
@@ -112,8 +113,7 @@ def liger_import_problem() -> str | None:
     try:
         import liger_kernel.transformers.functional  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any failure to import means the kernel cannot be used
-        first = (str(e).strip().splitlines() or [""])[0]
-        return f"needs liger-kernel, which does not import here ({type(e).__name__}: {first}; {LIGER_INSTALL})"
+        return f"needs liger-kernel, which does not import here ({error_line(e)}; {LIGER_INSTALL})"
     return None
 
 
@@ -133,7 +133,7 @@ def resolve_logprob_kernel(requested: str, device: torch.device) -> str:
     if requested == "auto":
         if device.type != "cuda" or liger_import_problem() is not None:
             return "chunked"
-        if why := liger_problem(device):
+        if why := kernel_probe("liger", device):
             _warn_once(f"logprob_kernel auto: the chunked kernel, as Liger's {why}")
             return "chunked"
         return "liger"

@@ -170,9 +170,8 @@ class _Sums:
 
 def update_policy(model, opt, sched, rollouts: list[Rollout], cfg: RLConfig, device: torch.device, step: int,
                   *, policy=None, ctx=None) -> dict:
-    """Advantages, filtering, then up to `mini_batches` optimizer steps (trained_minibatches) on `rollouts` (the
-    step's whole list, the
-    same on every rank); returns the step's metrics. `policy` is the module to run (a DDP wrapper; default
+    """Advantages, filtering, then up to `mini_batches` optimizer steps (trained_minibatches) on `rollouts`
+    (the step's whole list, the same on every rank); returns the step's metrics. `policy` is the module to run (a DDP wrapper; default
     `model`), `ctx` the distributed context (default: one process). Each forward runs under bf16 autocast
     when `bf16_enabled` says so (log-probs are taken in fp32; backward and optimizer steps outside it). When
     every group is filtered out nothing is trained: no optimizer or scheduler step (warm-up counts updates)."""
