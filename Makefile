@@ -1,7 +1,8 @@
 # Quickstart: `make demo` (whole pipeline on bundled data, tiny model, CPU) and `make test`.
-# Both create .venv at the repo root, install the project (editable), make sure a Docker engine answers
-# (installing docker.io and starting dockerd on Debian as root), build the sandbox image when missing; the
-# engine and the image's root filesystem are made in the background while the project installs
+# Both create .venv at the repo root, install the project (editable; without byte-compiling every installed
+# module, which took half the install: Python compiles what a run imports, once), make sure a Docker engine
+# answers (installing docker.io and starting dockerd on Debian as root), build the sandbox image when
+# missing; the engine and the image's root filesystem are made in the background while the project installs
 # (scripts/sandbox-prefetch.sh).
 # `make test` also installs the `hf` extra (datasets, for hf: sources), vLLM 0.32.0 (the CPU build on a CPU
 # torch) for the vLLM backend tests (scripts/install-vllm.sh says how it coexists with Prefect 3.9), and the
@@ -23,7 +24,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@bash scripts/sandbox-prefetch.sh $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-compile -e '.[dev]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -54,7 +55,9 @@ docker:
 sandbox-image: setup docker
 	@if $(KLEAR) sandbox --help >/dev/null 2>&1; then $(KLEAR) sandbox build; fi
 
-demo: sandbox-image
+# The demo's verify stage builds the sandbox image when missing (from the root filesystem the prefetch makes
+# meanwhile), so the pipeline starts without waiting for it.
+demo: setup docker
 	$(KLEAR) demo
 
 # Two test processes (pytest-xdist): most tests wait on Docker, a Prefect server or a subprocess, so two share

@@ -7,8 +7,9 @@ Loss: token-mean negative log-likelihood over every response token of the global
 each micro-batch adds its sum divided by the global count, so gradient accumulation and micro-batch
 size never change the gradient. Packed examples attend only within themselves (sft_data: the rule reads
 per-token document ids) through a kernel that takes the documents, not an L×L mask (`attention`, ATTENTIONS):
-FlexAttention with a tile-level BlockMask on a GPU, causal SDPA per document span on CPU; the dense
-[B, 1, L, L] mask stays as the reference. AdamW, warm-up then cosine decay to `min_lr_ratio`·lr
+FlexAttention with a tile-level BlockMask on a GPU, causal SDPA per document span on CPU, each over a
+micro-batch's packs joined into one row without their padding (sft_data.join_packs); the dense
+[B, 1, L, L] mask over padded rows stays as the reference. AdamW, warm-up then cosine decay to `min_lr_ratio`·lr
 (paper: 8e-5 → 4e-5 for an 8B model), grad-norm clip 1.0. Seeded data order (seed, epoch); checkpoints
 every `save_every` steps hold weights, optimizer, schedule position and step, so `resume=True` continues
 the same loss curve.
@@ -44,7 +45,8 @@ from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attn_implementation, resolve_attention
 from tasks.training.nll_kernels import resolve_logprob_kernel
 from tasks.training.sft_loss import summed_nll
-from tasks.training.sft_data import IGNORE, Pack, collate, load_sft_rows, pack_examples, tokenize_examples
+from tasks.training.sft_data import (IGNORE, Pack, collate_micro_batch, load_sft_rows, pack_examples, target_count,
+                                     tokenize_examples)
 from tasks.training.sft_responses import select_responses
 
 log = logging.getLogger(__name__)
@@ -261,15 +263,15 @@ def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, in
     every forward and backward, so unequal counts would leave a rank waiting for a peer that never comes.
     A rank whose share runs out runs a filler pack with every label ignored (zero loss, zero gradient)."""
     mine = batch[ctx.rank::ctx.world_size]
-    labels_all = torch.tensor([p.labels[1:] for p in mine]) if mine else torch.zeros(0, 1, dtype=torch.long)
-    n_local = int((labels_all != -100).sum())
+    n_local = target_count(mine) if mine else 0
     n_global = dist_utils.all_reduce_sum(n_local, ctx)
     n_micro = math.ceil(math.ceil(len(batch) / ctx.world_size) / cfg.micro_batch_size)
     filler = [Pack(batch[0].input_ids, [IGNORE] * len(batch[0].labels), batch[0].position_ids, batch[0].segments)]
     total_loss = 0.0
     for i in range(n_micro):
         packs = mine[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] or filler
-        t = {k: v.to(ctx.device) for k, v in collate(packs, dense_mask=cfg.attention == "dense").items()}
+        # one row without padding under the packed kernels (sft_data.join_packs), padded rows under dense
+        t = {k: v.to(ctx.device) for k, v in collate_micro_batch(packs, cfg.attention).items()}
         # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
         sync = ctx.world_size == 1 or i == n_micro - 1
         with dist_utils.gradient_sync(model, sync):

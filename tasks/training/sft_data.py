@@ -9,7 +9,10 @@
 - Packing: examples, shuffled with (seed, epoch), are placed greedily into sequences of `seq_len` tokens;
   each keeps its own positions (position_ids restart at 0) and attends only within itself (block-diagonal
   causal attention), so packing changes speed, never the loss of an example. Longer examples are truncated
-  (counted).
+  (counted). A batch is a number of packs; the trainer runs a micro-batch's packs as one row without their
+  padding (`join_packs`) under the packed kernels, and as padded rows under the dense reference.
+- Targets: position t predicts labels[t+1] when token t+1 is of the same document as token t
+  (`next_token_labels`): never across the end of a row, an example or padding.
 - Attention rule of a packed sequence, from its per-token document ids d (the example index, −1 padding):
       token q may attend to token k  ⇔  (d[q] = d[k] ≥ 0 and k ≤ q)  or  q = k
   (padding attends to itself only: no empty softmax row, and no example ever sees padding). A batch carries
@@ -103,6 +106,40 @@ def pack_examples(examples: list[Example], seq_len: int, pad_id: int, seed: int,
     return packs, truncated
 
 
+def join_packs(packs: list[Pack]) -> Pack:
+    """The packs' tokens end to end as one pack, their padding left out: every example keeps its tokens,
+    labels and positions, and gets a document id of its own along the row (0, 1, 2, … in order), so the
+    attention rule (module docstring) gives each example exactly the attention it had in its own pack. A
+    micro-batch joined this way computes no padding token, at a row length of Σ tokens instead of
+    len(packs) × seq_len."""
+    joined = Pack([], [], [], [])
+    doc = -1
+    for p in packs:
+        last = None
+        for tok, lab, pos, seg in zip(p.input_ids, p.labels, p.position_ids, p.segments):
+            if seg < 0:
+                continue
+            if seg != last:
+                doc, last = doc + 1, seg
+            joined.input_ids.append(tok)
+            joined.labels.append(lab)
+            joined.position_ids.append(pos)
+            joined.segments.append(doc)
+    return joined
+
+
+def next_token_labels(labels, document_ids, ignore_index: int = IGNORE):
+    """[B, L] labels and document ids → [B, L] targets: position t of a row predicts labels[t+1] when token
+    t+1 belongs to the same document as token t, else nothing (`ignore_index`): the last position of a row,
+    the last token of an example (whose next token starts another) and padding predict nothing."""
+    import torch  # as in collate
+
+    following = torch.cat([labels[:, 1:], labels.new_full((labels.shape[0], 1), ignore_index)], dim=1)
+    same = torch.cat([document_ids[:, 1:] == document_ids[:, :-1],
+                      torch.zeros_like(document_ids[:, :1], dtype=torch.bool)], dim=1)
+    return torch.where(same, following, torch.full_like(following, ignore_index))
+
+
 def collate(packs: list[Pack], dense_mask: bool = False) -> dict:
     """Batch tensors, O(L) each per sequence: input_ids, labels (already aligned to inputs; shift happens in
     the loss), position_ids and document_ids (Pack.segments: example index within its pack, −1 padding).
@@ -123,6 +160,22 @@ def collate(packs: list[Pack], dense_mask: bool = False) -> dict:
         same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
         out["attention_mask"] = ((causal[None] & same) | torch.eye(t, dtype=torch.bool)[None])[:, None]
     return out
+
+
+def collate_micro_batch(packs: list[Pack], attention: str) -> dict:
+    """A micro-batch's tensors under a resolved attention (packed_attention.resolve_attention): the packed
+    kernels (flex, varlen) take the packs joined into one row without padding (join_packs), the dense
+    reference takes them as padded rows with the dense mask."""
+    if attention == "dense":
+        return collate(packs, dense_mask=True)
+    return collate([join_packs(packs)])
+
+
+def target_count(packs: list[Pack]) -> int:
+    """How many positions of `packs` predict a label (next_token_labels): the tokens a step's loss averages
+    over, the same in either layout of collate_micro_batch."""
+    t = collate(packs)
+    return int((next_token_labels(t["labels"], t["document_ids"]) != IGNORE).sum())
 
 
 def document_spans(document_ids) -> list[tuple[int, int, int, bool]]:

@@ -1,13 +1,14 @@
 """SFT's summed next-token NLL over packed batches, on label positions only, taken from the hidden states:
 
-    NLL = Σ_{b, t : labels[b, t+1] ≠ ignore} − log softmax(h[b, t] · Wᵀ)[labels[b, t+1]]
+    NLL = Σ_{b, t : labels[b, t+1] ≠ ignore, doc[b, t+1] = doc[b, t]} − log softmax(h[b, t] · Wᵀ)[labels[b, t+1]]
 
-Only the positions whose next token is a label (a response token; not prompts, not padding, not the last
-position of a row) are gathered from the last hidden states, and their log-probs go through the output
-embedding W in chunks (a kernel of tasks/training/nll_kernels.py: torch's chunks, or Liger's fused linear
-cross-entropy on a GPU): no [B, T, V] logits exist, forward or backward.
-The value and gradient are those of `cross_entropy(logits[:, :-1], labels[:, 1:], reduction="sum")` over the
-model's full logits, within float rounding (tests/training/test_sft_loss.py).
+Only the positions whose next token is a label of their own example (a response token; not prompts, not
+padding, not the last position of a row or of an example) are gathered from the last hidden states, and
+their log-probs go through the output embedding W in chunks (a kernel of tasks/training/nll_kernels.py:
+torch's chunks, or Liger's fused linear cross-entropy on a GPU): no [B, T, V] logits exist, forward or
+backward. As every example starts with its prompt (no label on its first token), the value and gradient are
+those of `cross_entropy(logits[:, :-1], labels[:, 1:], reduction="sum")` over the model's full logits,
+within float rounding (tests/training/test_sft_loss.py).
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import torch
 
 from tasks.training.packed_attention import attention_inputs
 from tasks.training.scoring import ScoringBatch, score_inputs, scoring
+from tasks.training.sft_data import next_token_labels
 
 
 def label_batch(t: dict, attention: str, ignore_index: int = -100) -> ScoringBatch:
     """A collated SFT batch (sft_data.collate, on its device) as a ScoringBatch: position t of row b is scored
-    when labels[b, t+1] ≠ ignore_index, against that label (module formula)."""
-    labels = t["labels"]
-    following = torch.cat([labels[:, 1:], labels.new_full((labels.shape[0], 1), ignore_index)], dim=1).reshape(-1)
+    when labels[b, t+1] ≠ ignore_index and token t+1 is of t's document (sft_data.next_token_labels), against
+    that label (module formula)."""
+    following = next_token_labels(t["labels"], t["document_ids"], ignore_index).reshape(-1)
     index = (following != ignore_index).nonzero()[:, 0]
     inputs = {"input_ids": t["input_ids"], "position_ids": t["position_ids"], **attention_inputs(t, attention)}
     return ScoringBatch(inputs, index, following.index_select(0, index), [int(index.numel())])
