@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from tasks.training.sft_data import document_spans
+from tasks.training.sft_data import dense_attention_mask, document_spans
 
 FLEX_TILE = 128            # FlexAttention's default sparse block (tokens per tile side)
 VARLEN_ATTENTION = "klear_varlen"  # the name `varlen_attention` is registered under with transformers
@@ -144,9 +144,10 @@ def window_mask(n: int, window: int, device: torch.device) -> torch.Tensor:
 
 def attention_inputs(batch: dict, attention: str) -> dict:
     """The model's attention arguments for a collated batch (on its device) under a resolved attention:
-    dense → the 4-D mask; flex → document_block_mask; varlen → the document spans."""
+    dense → the 4-D mask (sft_data.dense_attention_mask, made here from the document ids); flex →
+    document_block_mask; varlen → the document spans."""
     if attention == "dense":
-        return {"attention_mask": batch["attention_mask"]}
+        return {"attention_mask": dense_attention_mask(batch["document_ids"])}
     if attention == "flex":
         return {"attention_mask": document_block_mask(batch["document_ids"])}
     return {"document_spans": document_spans(batch["document_ids"])}

@@ -63,7 +63,7 @@ def rollout_batch(rollouts: list, attention: str, device: torch.device) -> Scori
     else:
         pack = Pack([t for s in seqs for t in s], [IGNORE] * sum(map(len, seqs)),
                     [p for s in seqs for p in range(len(s))], [d for d, s in enumerate(seqs) for _ in s])
-        t = {k: v.to(device) for k, v in collate([pack], dense_mask=attention == "dense").items()}
+        t = {k: v.to(device) for k, v in collate([pack]).items()}
         offsets = [0]
         for s in seqs[:-1]:
             offsets.append(offsets[-1] + len(s))

@@ -263,15 +263,15 @@ def train_step(model, batch, cfg: SFTConfig, ctx, bf16: bool) -> tuple[float, in
     every forward and backward, so unequal counts would leave a rank waiting for a peer that never comes.
     A rank whose share runs out runs a filler pack with every label ignored (zero loss, zero gradient)."""
     mine = batch[ctx.rank::ctx.world_size]
-    n_local = target_count(mine) if mine else 0
-    n_global = dist_utils.all_reduce_sum(n_local, ctx)
     n_micro = math.ceil(math.ceil(len(batch) / ctx.world_size) / cfg.micro_batch_size)
     filler = [Pack(batch[0].input_ids, [IGNORE] * len(batch[0].labels), batch[0].position_ids, batch[0].segments)]
+    # each one row without padding under the packed kernels (sft_data.join_packs), padded rows under dense
+    micro = [collate_micro_batch(mine[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] or filler,
+                                 cfg.attention) for i in range(n_micro)]  # O(tokens): no L×L mask yet
+    n_global = dist_utils.all_reduce_sum(sum(map(target_count, micro)), ctx)  # a filler's count is 0
     total_loss = 0.0
-    for i in range(n_micro):
-        packs = mine[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size] or filler
-        # one row without padding under the packed kernels (sft_data.join_packs), padded rows under dense
-        t = {k: v.to(ctx.device) for k, v in collate_micro_batch(packs, cfg.attention).items()}
+    for i, t in enumerate(micro):
+        t = {k: v.to(ctx.device) for k, v in t.items()}
         # gradients are all-reduced once, in the last backward (all ranks reach it: same micro-batch count)
         sync = ctx.world_size == 1 or i == n_micro - 1
         with dist_utils.gradient_sync(model, sync):

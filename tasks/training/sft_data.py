@@ -155,27 +155,32 @@ def collate(packs: list[Pack], dense_mask: bool = False) -> dict:
         "document_ids": seg,
     }
     if dense_mask:
-        t = seg.shape[1]
-        causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
-        same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)
-        out["attention_mask"] = ((causal[None] & same) | torch.eye(t, dtype=torch.bool)[None])[:, None]
+        out["attention_mask"] = dense_attention_mask(seg)
     return out
+
+
+def dense_attention_mask(document_ids):
+    """The attention rule (module docstring) of a [B, L] tensor of document ids materialised as a 4-D boolean
+    [B, 1, L, L] block-diagonal causal mask (True = may attend), on their device: the dense reference, O(L²)."""
+    import torch  # as in collate
+
+    t, dev = document_ids.shape[1], document_ids.device
+    causal = torch.tril(torch.ones(t, t, dtype=torch.bool, device=dev))
+    same = (document_ids[:, :, None] == document_ids[:, None, :]) & (document_ids[:, :, None] >= 0)
+    return ((causal[None] & same) | torch.eye(t, dtype=torch.bool, device=dev)[None])[:, None]
 
 
 def collate_micro_batch(packs: list[Pack], attention: str) -> dict:
     """A micro-batch's tensors under a resolved attention (packed_attention.resolve_attention): the packed
     kernels (flex, varlen) take the packs joined into one row without padding (join_packs), the dense
-    reference takes them as padded rows with the dense mask."""
-    if attention == "dense":
-        return collate(packs, dense_mask=True)
-    return collate([join_packs(packs)])
+    reference takes them as padded rows (packed_attention.attention_inputs makes their mask when it runs)."""
+    return collate(packs) if attention == "dense" else collate([join_packs(packs)])
 
 
-def target_count(packs: list[Pack]) -> int:
-    """How many positions of `packs` predict a label (next_token_labels): the tokens a step's loss averages
-    over, the same in either layout of collate_micro_batch."""
-    t = collate(packs)
-    return int((next_token_labels(t["labels"], t["document_ids"]) != IGNORE).sum())
+def target_count(batch: dict) -> int:
+    """How many positions of a collated batch predict a label (next_token_labels): the tokens a step's loss
+    averages over, the same in either layout of collate_micro_batch."""
+    return int((next_token_labels(batch["labels"], batch["document_ids"]) != IGNORE).sum())
 
 
 def document_spans(document_ids) -> list[tuple[int, int, int, bool]]:

@@ -1,11 +1,13 @@
 """SFT's NLL from the hidden states on label positions only (tasks/training/sft_loss.py) against the cross-entropy
 over the model's full logits it replaces: the same value and gradient within float rounding, in fp32 and under
-bf16 autocast, for every packed attention kernel; a pack with every label ignored adds 0 and stays in the
-graph."""
+bf16 autocast, for every packed attention kernel and for a micro-batch's packs joined into one row without their
+padding (what a training step runs); no position is scored across an example's end; a pack with every label
+ignored adds 0 and stays in the graph."""
 import pytest
 import torch
 
-from tasks.training.sft_data import IGNORE, Example, collate, pack_examples
+from tasks.training.sft_data import (IGNORE, Example, Pack, collate, collate_micro_batch, join_packs, pack_examples,
+                                     target_count)
 from tasks.training.sft_loss import label_batch, summed_nll
 
 
@@ -55,6 +57,68 @@ def test_the_hidden_state_nll_is_the_full_logits_cross_entropy(tiny, bf16, tol):
         assert out.item() == pytest.approx(ref.item(), rel=tol), attention
         scale = max(g.abs().max().item() for g in ref_grads.values())
         assert max((grads[n] - ref_grads[n]).abs().max().item() for n in grads) <= tol * scale, attention
+
+
+@pytest.mark.parametrize("bf16, tol", [(False, 1e-5), (True, 3e-2)])
+def test_packs_joined_into_one_row_without_padding_give_the_padded_reference(tiny, bf16, tol):
+    packs = _packs(tiny.config.vocab_size)
+    padded = collate(packs, dense_mask=True)
+    ref, ref_grads = _value_and_grads(tiny, lambda: _reference(tiny, padded, bf16))
+    row = collate_micro_batch(packs, "varlen")
+    real = sum(s >= 0 for p in packs for s in p.segments)
+    assert row["input_ids"].shape == (1, real) < padded["input_ids"].shape  # one row, no padding token
+    out, grads = _value_and_grads(tiny, lambda: summed_nll(tiny, tiny, row, "varlen", bf16))
+    assert out.item() == pytest.approx(ref.item(), rel=tol)
+    scale = max(g.abs().max().item() for g in ref_grads.values())
+    assert max((grads[n] - ref_grads[n]).abs().max().item() for n in grads) <= tol * scale
+    assert collate_micro_batch(packs, "dense")["input_ids"].shape == padded["input_ids"].shape  # the reference
+
+
+def test_joining_keeps_each_example_whole_and_apart():
+    a = Pack([1, 2, 3, 0], [IGNORE, 2, 3, IGNORE], [0, 1, 2, 0], [0, 0, 0, -1])
+    b = Pack([4, 5, 6, 7], [IGNORE, 5, IGNORE, 7], [0, 1, 0, 1], [0, 0, 1, 1])
+    joined = join_packs([a, b])
+    assert joined.input_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert joined.labels == [IGNORE, 2, 3, IGNORE, 5, IGNORE, 7]
+    assert joined.position_ids == [0, 1, 2, 0, 1, 0, 1]
+    assert joined.segments == [0, 0, 0, 1, 1, 2, 2]  # a's only example, then b's two: three documents
+    # the first example of b starts a new document even though both packs number it 0
+    assert target_count(collate([a, b])) == target_count(collate([joined])) == 4
+
+
+def test_no_position_is_scored_across_an_examples_end():
+    """Token 1 ends example 0 and token 2 starts example 1 with a label on its first token: predicting it from
+    example 0 would train one example on another's text."""
+    labels = torch.tensor([[IGNORE, 5, 6, 7]])
+    t = {"labels": labels, "input_ids": labels.clamp_min(0), "position_ids": torch.tensor([[0, 1, 0, 1]]),
+         "document_ids": torch.tensor([[0, 0, 1, 1]])}
+    batch = label_batch(t, "varlen")
+    assert batch.score_index.tolist() == [0, 2]
+    assert batch.targets.tolist() == [5, 7]
+
+
+def test_a_training_step_runs_each_micro_batch_as_one_unpadded_row(tiny):
+    from tasks.training import distributed as dist_utils
+    from tasks.training.config import SFTConfig
+    from tasks.training.sft import train_step
+
+    packs = _packs(tiny.config.vocab_size)
+    shapes = []
+    hook = tiny.model.register_forward_pre_hook(lambda m, args, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                                with_kwargs=True)
+    losses = {}
+    try:
+        for attention in ("varlen", "dense"):
+            cfg = SFTConfig(batch_size=len(packs), micro_batch_size=2, attention=attention, logprob_kernel="chunked")
+            tiny.zero_grad()
+            losses[attention] = train_step(tiny, packs, cfg, dist_utils.setup(), False)
+    finally:
+        hook.remove()
+    micro = [packs[i:i + 2] for i in range(0, len(packs), 2)]
+    assert shapes[:len(micro)] == [(1, sum(s >= 0 for p in m for s in p.segments)) for m in micro]
+    assert shapes[len(micro):] == [(len(m), 32) for m in micro]  # dense: the padded reference rows
+    assert losses["varlen"][0] == pytest.approx(losses["dense"][0], rel=1e-5)
+    assert losses["varlen"][1] == losses["dense"][1] == target_count(collate(packs))
 
 
 def test_only_label_positions_are_scored_and_the_last_of_a_row_never():
