@@ -111,11 +111,12 @@ def quiet_terminal_logging() -> dict[str, str]:
 def quiet_prefect_defaults() -> None:
     """Before a command's flow: Prefect's settings for a CLI run (`prefect_env_defaults`), a configured
     Prefect API that answers (else one line), and a temporary server that lives no longer than this
-    command (flows/cli_prefect.py)."""
-    from flows.cli_prefect import tie_temporary_server
+    command, starting from here while the command imports its flow (flows/cli_prefect.py; `run_flow`
+    waits for it)."""
+    from flows.cli_prefect import start_temporary_server
 
     check_prefect_api()
-    tie_temporary_server()
+    start_temporary_server()
 
 
 def prefect_env_defaults() -> None:
@@ -343,6 +344,9 @@ def run_flow(flow, *args, user_errors: tuple[type[BaseException], ...] = (ValueE
     tasks raise ValueError naming file, row or directory) or a store fault (a store or catalog it cannot
     use, no room on the disk: `fault_line`) becomes a UserError, the one line the user sees, and Prefect's
     console report of it is dropped. Other exceptions keep Prefect's report (a bug)."""
+    from flows.cli_prefect import wait_for_temporary_server
+
+    wait_for_temporary_server()  # begun by quiet_prefect_defaults, if it was called
     user_errors = (*user_errors, *store_faults())
     flt = _DropUserErrors(user_errors)
     handlers = _console_handlers()

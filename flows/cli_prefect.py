@@ -16,6 +16,10 @@ temporary server a command starts lives exactly as long as the command.
   whichever thread first needs the API).
 
     python -m flows.cli_prefect PARENT_PID -m uvicorn ARGS...   # what the server's command becomes
+
+- `start_temporary_server` starts that server in a thread as soon as a command knows it will run a flow, so
+  its start-up (a process of its own, on another core) runs while the command imports its flow (torch,
+  transformers: seconds); `wait_for_temporary_server`, before the flow runs, waits for it to answer.
 """
 from __future__ import annotations
 
@@ -86,6 +90,44 @@ def tie_temporary_server() -> None:
 
     run_uvicorn_command.klear_tied = True
     cls._run_uvicorn_command = run_uvicorn_command
+
+
+_STARTING: list = []  # the thread starting this command's temporary server, until it is waited for
+
+
+def start_temporary_server() -> None:
+    """Start the temporary server (tied: `tie_temporary_server`) in a thread; nothing when an API URL is
+    configured or a start is already under way. Prefect's module is imported here, in the caller's thread,
+    so the two threads never import at once; the thread only launches the process and polls its health."""
+    if api_url() is not None or _STARTING:
+        return
+    import threading
+
+    from prefect.server.api.server import SubprocessASGIServer
+
+    tie_temporary_server()
+    server = SubprocessASGIServer()  # the instance Prefect's client takes when it needs the API
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            server.start()
+        except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread by the wait)
+            failed.append(e)
+
+    thread = threading.Thread(target=start, name="klear-prefect-server", daemon=True)
+    thread.start()
+    _STARTING.append((thread, failed))
+
+
+def wait_for_temporary_server() -> None:
+    """Wait for a start begun by `start_temporary_server` (its error, if any, is raised here); nothing
+    when none was begun."""
+    while _STARTING:
+        thread, failed = _STARTING.pop()
+        thread.join()
+        if failed:
+            raise failed[0]
 
 
 class _TiedSubprocess:

@@ -41,11 +41,13 @@ def resolve_attention(attention: str, device: torch.device, model_config=None) -
 def attn_implementation(attention: str) -> str | None:
     """The transformers `attn_implementation` of a resolved attention: flex → flex_attention (transformers'
     FlexAttention forward; it takes our BlockMask as the 4-D attention mask unchanged), varlen → our
-    `varlen_attention` (registered here), dense → None (transformers' default, SDPA with the 4-D mask)."""
+    `varlen_attention` (registered here, outside compiled blocks' graphs: its loop follows each batch's
+    documents, compile.py; wrapped here, not at import, as torch.compiler.disable imports TorchDynamo, a
+    second of start-up), dense → None (transformers' default, SDPA with the 4-D mask)."""
     if attention == "varlen":
         from transformers import AttentionInterface
 
-        AttentionInterface.register(VARLEN_ATTENTION, varlen_attention)
+        AttentionInterface.register(VARLEN_ATTENTION, torch.compiler.disable(varlen_attention))
         return VARLEN_ATTENTION
     return {"flex": "flex_attention", "dense": None}[attention]
 
@@ -96,7 +98,6 @@ def document_block_mask(document_ids: torch.Tensor, tile: int = FLEX_TILE):
                                     seq_lengths=(length, length))
 
 
-@torch.compiler.disable  # outside compiled blocks' graphs: its loop follows each batch's documents (compile.py)
 def varlen_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask,
                      scaling: float | None = None, dropout: float = 0.0, document_spans=None, **kwargs):
     """Packed attention document by document: for each span (row, s, e, padding) of `document_spans`
