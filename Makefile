@@ -1,9 +1,9 @@
 # Quickstart: `make demo` (whole pipeline on bundled data, tiny model, CPU) and `make test`.
 # Both create .venv at the repo root, install the project (editable; without byte-compiling every installed
 # module, which took half the install: Python compiles what a run imports, once), make sure a Docker engine
-# answers (installing docker.io and starting dockerd on Debian as root), build the sandbox image when
-# missing; the engine and the image's root filesystem are made in the background while the project installs
-# (scripts/sandbox-prefetch.sh).
+# answers (installing docker.io and starting dockerd on Debian as root); `make test` builds the sandbox image
+# when missing, `make demo` leaves that to its verify stage; the engine and the image's root filesystem are
+# made in the background while the project installs (scripts/sandbox-prefetch.sh).
 # `make test` also installs the `hf` extra (datasets, for hf: sources), vLLM 0.32.0 (the CPU build on a CPU
 # torch) for the vLLM backend tests (scripts/install-vllm.sh says how it coexists with Prefect 3.9), and the
 # `gpu` extra's liger-kernel with Triton into a folder of their own, .venv/liger-cpu, which the Liger test puts
@@ -37,7 +37,7 @@ vllm: $(VLLM_STAMP)
 
 # The `hf` extra (Hugging Face datasets as curation sources), which the tests of hf: sources need.
 $(HF_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install -q -e '.[dev,hf]'
+	$(PY) -m pip install -q --no-compile -e '.[dev,hf]'
 	@touch $(HF_STAMP)
 
 hf: $(HF_STAMP)

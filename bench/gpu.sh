@@ -76,7 +76,8 @@
 #            d_attn = heads · head_dim = 896; ×3 for forward + backward
 #   RL adds one no-grad forward (a third of the above) for every rollout outside the first mini-batch
 #   (its π_old pass); 989 TFLOP/s = H200 SXM dense bf16 peak (datasheet; an 8k bf16 GEMM measured ~790 here)
-# tokens_per_s counts real tokens; SFT also reports positions_per_s (padding included) and the response
+# tokens_per_s counts real tokens; SFT also reports pack_slots_per_s (batch × seq_len: padding included, none
+# of it computed since its micro-batches run as one unpadded row) and the response
 # tokens/s that train_sft itself logs. fp32 RL MFU is still quoted against the bf16 peak.
 #
 # On the device machine: nothing of ours is installed there; its image's python3 (3.12, torch, transformers,

@@ -304,7 +304,8 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
          warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
          step_s_median=round(statistics.median(step_s), 4),
          tokens_per_s=round(sum(lens) / seconds, 1),
-         positions_per_s=round(len(step_s) * cfg.batch_size * cfg.seq_len / seconds, 1),
+         # the packs' slots, batch × seq_len, padding included (none of it is computed since 2026-12-06)
+         pack_slots_per_s=round(len(step_s) * cfg.batch_size * cfg.seq_len / seconds, 1),
          response_tokens_per_s=round(sum(logged[i]["tokens"] for i in range(w + 1, total + 1)) / seconds, 1),
          model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
          peak_mem_gib=peak_mem_gib(), loss_first=round(logged[1]["loss"], 4), loss_last=round(logged[total]["loss"], 4),

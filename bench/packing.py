@@ -5,7 +5,8 @@ forward+backward over one packed sequence of L tokens, per attention path (tasks
                             [--threads 1]
 
 Paths:
-  dense   the reference: collate's [1, 1, L, L] boolean block-diagonal causal mask through transformers' SDPA;
+  dense   the reference: the [1, 1, L, L] boolean block-diagonal causal mask (sft_data.dense_attention_mask,
+          made by packed_attention.attention_inputs) through transformers' SDPA;
   varlen  causal SDPA per document span (no mask at all): the CPU default (`auto`);
   flex    FlexAttention with the tile-level document BlockMask: the GPU default. CUDA only — torch 2.13's
           FlexAttention has no backward on CPU — so it is skipped on a CPU machine.

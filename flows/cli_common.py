@@ -345,8 +345,12 @@ def run_flow(flow, *args, user_errors: tuple[type[BaseException], ...] = (ValueE
     use, no room on the disk: `fault_line`) becomes a UserError, the one line the user sees, and Prefect's
     console report of it is dropped. Other exceptions keep Prefect's report (a bug)."""
     from flows.cli_prefect import wait_for_temporary_server
+    from tasks.config_checks import error_line
 
-    wait_for_temporary_server()  # begun by quiet_prefect_defaults, if it was called
+    try:
+        wait_for_temporary_server()  # begun by quiet_prefect_defaults, if it was called
+    except Exception as e:  # its start timed out or failed: one line, no traceback
+        raise UserError(f"Prefect's temporary server did not start: {error_line(e)}") from None
     user_errors = (*user_errors, *store_faults())
     flt = _DropUserErrors(user_errors)
     handlers = _console_handlers()

@@ -97,8 +97,8 @@ _STARTING: list = []  # the thread starting this command's temporary server, unt
 
 def start_temporary_server() -> None:
     """Start the temporary server (tied: `tie_temporary_server`) in a thread; nothing when an API URL is
-    configured or a start is already under way. Prefect's module is imported here, in the caller's thread,
-    so the two threads never import at once; the thread only launches the process and polls its health."""
+    configured or a start is already under way. Prefect's server module is imported here, in the caller's
+    thread; the thread launches the process and polls its health (CPython's imports are safe across threads)."""
     if api_url() is not None or _STARTING:
         return
     import threading
@@ -144,6 +144,8 @@ class _TiedSubprocess:
         args = list(args)
         if args[1:3] == ["-m", "uvicorn"]:
             args = [args[0], "-m", __name__, str(os.getpid()), *args[1:]]
+            # its own process group from the start: a Ctrl-C while its python starts up is not its to take
+            kw.setdefault("process_group", 0)
         return self._real.Popen(args, *a, **kw)
 
 

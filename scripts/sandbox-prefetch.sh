@@ -2,8 +2,9 @@
 # Started by `make` before the venv's packages install, and returns at once: in the background, make sure a
 # Docker engine answers (scripts/ensure-docker.sh) and debootstrap the sandbox image's root filesystem
 # (sandbox/image.py prefetch_rootfs: standard library only, so the venv's bare python runs it). Installing
-# the project and building the root filesystem then share the time; `make sandbox-image` afterwards finds
-# the tarball (or waits on the build lock for it) and only imports the image. Nothing here is required:
+# the project and building the root filesystem then share the time; whatever builds the image afterwards
+# (`make sandbox-image`, or the demo's verify stage) finds the tarball (or waits on the build lock for it)
+# and only imports the image. Nothing here is required:
 # a failure is left in the log, and `make docker` / `klear sandbox build` meet it again and say so.
 # Usage: scripts/sandbox-prefetch.sh PYTHON
 set -uo pipefail

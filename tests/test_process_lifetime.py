@@ -83,11 +83,11 @@ def test_the_server_command_prefect_runs_is_rewritten_to_the_tied_entry_point():
         TimeoutExpired = real.TimeoutExpired
 
         def Popen(self, args, **kw):  # noqa: N802
-            seen.append(args)
+            seen.append((args, kw.get("process_group")))
 
     tied = _TiedSubprocess(Recorder())
     tied.Popen([sys.executable, "-m", "uvicorn", "--port", "1"], env={})
     tied.Popen([sys.executable, "-m", "other"])
-    assert seen == [[sys.executable, "-m", "flows.cli_prefect", str(os.getpid()), "-m", "uvicorn", "--port", "1"],
-                    [sys.executable, "-m", "other"]]
+    assert seen == [([sys.executable, "-m", "flows.cli_prefect", str(os.getpid()), "-m", "uvicorn", "--port", "1"], 0),
+                    ([sys.executable, "-m", "other"], None)]  # the server in a process group of its own
     assert tied.TimeoutExpired is real.TimeoutExpired

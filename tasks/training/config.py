@@ -34,8 +34,8 @@ class SFTConfig:
     weight_decay: float = 0.0             # AdamW
     batch_size: int | None = None         # packed sequences per optimizer step (global, all ranks); None:
     #   auto, sized to the data: 16, or fewer so that a run makes ~1,000 steps (sft.py auto_batch_size)
-    micro_batch_size: int | None = None   # sequences per forward/backward (None: min(8, batch_size));
-    #   accumulation = batch/micro
+    micro_batch_size: int | None = None   # packed sequences per forward/backward (None: min(8, batch_size)),
+    #   run as one row without their padding (flex, varlen) or as padded rows (dense); accumulation = batch/micro
     seq_len: int = 512                    # packed sequence length in tokens (demo examples are < 200)
     grad_clip: float = 1.0                # max gradient norm
     seed: int = 0                         # data order and initialisation

@@ -125,6 +125,8 @@ def join_packs(packs: list[Pack]) -> Pack:
             joined.labels.append(lab)
             joined.position_ids.append(pos)
             joined.segments.append(doc)
+    if not joined.input_ids:
+        raise ValueError(f"join_packs: {len(packs)} pack(s) with no token but padding: nothing to run")
     return joined
 
 
@@ -143,15 +145,16 @@ def next_token_labels(labels, document_ids, ignore_index: int = IGNORE):
 def collate(packs: list[Pack], dense_mask: bool = False) -> dict:
     """Batch tensors, O(L) each per sequence: input_ids, labels (already aligned to inputs; shift happens in
     the loss), position_ids and document_ids (Pack.segments: example index within its pack, −1 padding).
-    `dense_mask` adds the attention rule (module docstring) materialised as `attention_mask`, a 4-D boolean
-    [B, 1, L, L] block-diagonal causal mask (True = may attend): the reference path, O(L²)."""
+    `dense_mask` adds the attention rule (module docstring) materialised as `attention_mask`
+    (dense_attention_mask), for a caller that runs the model on the mask itself (the tests' references); the
+    trainers leave it out: packed_attention.attention_inputs makes it where the dense path runs."""
     import torch  # here, not at import: the CLI reads SFT rows (load_sft_rows) without torch
 
-    seg = torch.tensor([p.segments for p in packs])
+    seg = torch.tensor([p.segments for p in packs], dtype=torch.long)
     out = {
-        "input_ids": torch.tensor([p.input_ids for p in packs]),
-        "labels": torch.tensor([p.labels for p in packs]),
-        "position_ids": torch.tensor([p.position_ids for p in packs]),
+        "input_ids": torch.tensor([p.input_ids for p in packs], dtype=torch.long),
+        "labels": torch.tensor([p.labels for p in packs], dtype=torch.long),
+        "position_ids": torch.tensor([p.position_ids for p in packs], dtype=torch.long),
         "document_ids": seg,
     }
     if dense_mask:

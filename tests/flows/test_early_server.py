@@ -18,8 +18,10 @@ class _Server:
     def __init__(self):
         self.release = threading.Event()
         self.started_in: str | None = None
+        self.starts = 0
 
     def start(self):
+        self.starts += 1
         self.started_in = threading.current_thread().name
         assert self.release.wait(10)
         if self.fail:
@@ -52,7 +54,7 @@ def test_the_server_starts_in_a_thread_and_the_flow_waits_for_it(server):
     server.release.set()
     waited.join(10)
     assert not waited.is_alive()  # ... until the server answers
-    assert server.started_in == "klear-prefect-server"
+    assert server.started_in == "klear-prefect-server" and server.starts == 1
 
 
 def test_a_failed_start_is_raised_where_the_flow_would_run(server):
@@ -62,6 +64,20 @@ def test_a_failed_start_is_raised_where_the_flow_would_run(server):
     with pytest.raises(RuntimeError, match="Timed out"):
         cli_prefect.wait_for_temporary_server()
     cli_prefect.wait_for_temporary_server()  # raised once; nothing left to wait for
+
+
+def test_a_command_whose_server_failed_to_start_says_so_in_one_line_and_runs_no_flow(server):
+    from flows.cli_common import UserError, run_flow
+
+    server.fail = RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.\nstdout: …")
+    cli_prefect.start_temporary_server()
+    server.release.set()
+    ran = []
+    with pytest.raises(UserError) as err:
+        run_flow(lambda: ran.append(1))
+    assert str(err.value) == ("Prefect's temporary server did not start: RuntimeError: Timed out while attempting "
+                              "to connect to ephemeral Prefect API server.")
+    assert ran == []
 
 
 def test_no_server_starts_with_an_api_configured(monkeypatch):
