@@ -280,6 +280,9 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+    from torch._dynamo.utils import counters
+
+    graphs_before = counters["stats"]["unique_graphs"]
     t0 = time.perf_counter()
     try:
         train_sft(str(model_dir), str(data), str(work / f"{part}_out"), cfg, on_step=on_step)  # one run each
@@ -309,7 +312,10 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
          response_tokens_per_s=round(sum(logged[i]["tokens"] for i in range(w + 1, total + 1)) / seconds, 1),
          model_tflops=round(tflops, 2), mfu=round(frac, 4), peak_tflops=PEAK_TFLOPS,
          peak_mem_gib=peak_mem_gib(), loss_first=round(logged[1]["loss"], 4), loss_last=round(logged[total]["loss"], 4),
-         stopped_before_final_save=stopped, wall_s=round(time.perf_counter() - t0, 1), **device_info())
+         stopped_before_final_save=stopped, wall_s=round(time.perf_counter() - t0, 1),
+         # graphs TorchDynamo compiled in this part (FlexAttention's, and the blocks' when compiled): a count
+         # near the step count would mean a recompile for each micro-batch's row length
+         dynamo_graphs=counters["stats"]["unique_graphs"] - graphs_before, **device_info())
 
 
 def part_sft_loss(work: Path, smoke: bool) -> None:
