@@ -5,6 +5,8 @@ the document ids (GPU), causal SDPA per document span (`varlen`, CPU and GPU), a
 mask, kept as the reference."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from tasks.training.sft_data import dense_attention_mask, document_spans
@@ -47,9 +49,15 @@ def attn_implementation(attention: str) -> str | None:
     if attention == "varlen":
         from transformers import AttentionInterface
 
-        AttentionInterface.register(VARLEN_ATTENTION, torch.compiler.disable(varlen_attention))
+        AttentionInterface.register(VARLEN_ATTENTION, _uncompiled_varlen_attention())
         return VARLEN_ATTENTION
     return {"flex": "flex_attention", "dense": None}[attention]
+
+
+@functools.cache
+def _uncompiled_varlen_attention():
+    """`varlen_attention` behind torch.compiler.disable, made once (scoring() registers it each micro-batch)."""
+    return torch.compiler.disable(varlen_attention)
 
 
 def document_block_mask(document_ids: torch.Tensor, tile: int = FLEX_TILE):
