@@ -221,6 +221,27 @@ def test_flex_forward_equals_dense_and_keeps_documents_apart(model, packs):
     assert changed[seg == 1].max() > 1e-2 and changed[seg != 1].max() < 1e-6
 
 
+@pytest.mark.slow  # compiles FlexAttention for CPU twice (~15 s on 2 cores)
+def test_flex_compiles_a_handful_of_graphs_for_rows_of_any_length(model, packs):
+    """The trainers run each micro-batch as one row of its own length (collate_micro_batch); a compile per
+    length would cost seconds at every micro-batch on a GPU. torch.compile's automatic dynamic shapes (which
+    transformers' compiled flex_attention relies on) must compile the static first length, then one dynamic
+    graph that every later length reuses."""
+    from torch._dynamo.utils import counters
+
+    from tasks.training.sft_data import collate_micro_batch
+
+    flex_model = _as(model, "flex").train()  # the trainers' mode (transformers compiles per mode)
+    rows = [collate_micro_batch(packs[:k], "flex") for k in range(1, len(packs) + 1)]
+    lengths = {t["input_ids"].shape[1] for t in rows}
+    assert len(lengths) == len(rows) >= 3
+    before = counters["stats"]["unique_graphs"]
+    for t in rows:
+        with torch.no_grad():
+            flex_model(input_ids=t["input_ids"], position_ids=t["position_ids"], **attention_inputs(t, "flex"))
+    assert counters["stats"]["unique_graphs"] - before <= 2, (lengths, counters["stats"]["unique_graphs"] - before)
+
+
 def test_sliding_window_models_pack_as_each_document_alone():
     """A Gemma 3 shape (sliding-window layers beside full ones, window 4): two documents longer than the window
     packed in one row under varlen give each token the logits and gradients of its document run alone with
