@@ -9,6 +9,11 @@
 # `gpu` extra's liger-kernel with Triton into a folder of their own, .venv/liger-cpu, which the Liger test puts
 # on its subprocess's path (the CPU build of vLLM must not see Triton in the venv). `make demo` needs none.
 SHELL := /bin/bash
+# What a run imports is byte-compiled into .venv by its first import (the install compiles nothing, above); a
+# PYTHONDONTWRITEBYTECODE from the caller's environment would stop that, and every process of a run (Prefect
+# server, Dask workers, torchrun ranks, each test's `klear` subprocess) would compile torch, transformers and
+# Prefect from source again: ~4.5 s more per process start on 2 cores (docs/benchmarks.md).
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
