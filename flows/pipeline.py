@@ -134,6 +134,10 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
         specs, sources, benchmarks = config.source_specs(), config.source_paths(), config.benchmarks
     if not sources:
         raise ValueError("pipeline: no sources (set demo=True or give sources)")
+    if config.eval_benchmark not in benchmarks:
+        raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
+    ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
+    bench = shared_path(benchmarks[config.eval_benchmark]) if config.gpu_pool else benchmarks[config.eval_benchmark]
     alarms = _alarm(config, log, layout_alarms({s["name"]: _first_row(s["path"]) for s in specs},
                                                {s["name"]: s.get("layout", "canonical") for s in specs}))
 
@@ -198,10 +202,6 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
         log.info("%s checkpoint: %s", name, rl_out)
         rl_outs[name], parent = rl_out, rl_out
 
-    if config.eval_benchmark not in benchmarks:
-        raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
-    ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
-    bench = shared_path(benchmarks[config.eval_benchmark]) if config.gpu_pool else benchmarks[config.eval_benchmark]
     results = {}
     for stage, path in (("base", base), ("sft", sft_out), *rl_outs.items()):
         with stages.stage(f"eval-{stage}") as st:
