@@ -28,6 +28,7 @@ from typing import Callable
 import torch
 
 from tasks.config_checks import error_line
+from tasks.training import distributed as dist_utils
 from tasks.training.linear_logprobs import LOGPROB_CHUNK, linear_logprobs
 
 LIGER_INSTALL = "pip install 'klear-pipeline[gpu]'"
@@ -140,6 +141,16 @@ def resolve_logprob_kernel(requested: str, device: torch.device) -> str:
     if requested == "liger" and (why := liger_problem(device)):
         raise ValueError(f"logprob_kernel (--logprob-kernel) liger {why}; use chunked or auto")
     return requested
+
+
+def agreed_logprob_kernel(requested: str, ctx) -> str:
+    """The kernel every rank of a run takes: resolve_logprob_kernel on each rank's own device, then liger
+    only where every rank's choice was liger (`auto` whose probe failed on one rank's GPU: chunked on all),
+    so the ranks' losses round alike and the run records one kernel."""
+    kernel = resolve_logprob_kernel(requested, ctx.device)
+    if ctx.world_size > 1 and 0 < dist_utils.all_reduce_sum(int(kernel == "liger"), ctx) < ctx.world_size:
+        return "chunked"
+    return kernel
 
 
 @functools.cache

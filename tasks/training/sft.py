@@ -43,7 +43,7 @@ from tasks.training.model_loading import build_model, load_weights
 from tasks.training.optim import fused_adamw
 from tasks.training.schedule import warmup_cosine
 from tasks.training.packed_attention import attn_implementation, resolve_attention
-from tasks.training.nll_kernels import resolve_logprob_kernel
+from tasks.training.nll_kernels import agreed_logprob_kernel
 from tasks.training.sft_loss import summed_nll
 from tasks.training.sft_data import (IGNORE, Pack, collate_micro_batch, load_sft_rows, pack_examples, target_count,
                                      tokenize_examples)
@@ -145,10 +145,7 @@ def _train_sft(model_dir: str, data: str, out: str, cfg: SFTConfig, resume: bool
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = replace(cfg, attention=resolve_attention(cfg.attention, ctx.device,  # recorded as trained
                                                    AutoConfig.from_pretrained(model_dir)))
-    kernel = resolve_logprob_kernel(cfg.logprob_kernel, ctx.device)  # each rank probes its own device
-    if ctx.world_size > 1 and 0 < dist_utils.all_reduce_sum(int(kernel == "liger"), ctx) < ctx.world_size:
-        kernel = "chunked"  # `auto` where some rank's probe failed: one kernel for every rank
-    cfg = replace(cfg, logprob_kernel=kernel)  # recorded too
+    cfg = replace(cfg, logprob_kernel=agreed_logprob_kernel(cfg.logprob_kernel, ctx))  # recorded too
     model = build_model(model_dir, ctx, cfg.strategy, attn_implementation(cfg.attention))  # FSDP: a skeleton
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()

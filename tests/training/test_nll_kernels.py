@@ -25,6 +25,19 @@ def test_auto_takes_the_chunked_kernel_off_a_gpu():
     assert resolve_logprob_kernel("chunked", torch.device("cpu")) == "chunked"
 
 
+@pytest.mark.slow  # two gloo ranks under torchrun (~10 s)
+def test_ranks_whose_own_choices_differ_agree_on_the_chunked_kernel(tmp_path):
+    """Liger where every rank chose it, chunked on every rank where one did not (auto whose probe failed on
+    one rank's GPU): agreed_logprob_kernel over 2 gloo ranks."""
+    cases = ["liger:chunked", "chunked:liger", "liger:liger", "chunked:chunked"]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                        str(HERE / "kernel_ranks.py"), str(tmp_path), *cases],
+                       cwd=HERE.parents[1], timeout=300, capture_output=True, text=True)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-3000:]}"
+    for rank in (0, 1):
+        assert (tmp_path / f"rank-{rank}.txt").read_text().split() == ["chunked", "chunked", "liger", "chunked"]
+
+
 def test_liger_off_a_gpu_is_refused_in_one_line_naming_the_flag(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError) as e:
