@@ -32,6 +32,8 @@
 #                    (wall time between on_step callbacks, CUDA-synchronised); stops before the final save.
 #                    SFTConfig.logprob_kernel auto: Liger's fused linear cross-entropy where liger-kernel
 #                    imports (below), else the chunked torch kernel; the line names the one it took
+#   sft_varlen (110 s)  only when sft failed: the same on varlen attention (SFTConfig.attention; auto is
+#                    FlexAttention on a GPU), so a FlexAttention failure leaves a figure to read
 #   sft_chunked (110 s)  the same with logprob_kernel chunked: the kernel's share of the step, when sft took Liger's
 #   sft_compiled (150 s)  the same with SFTConfig.compile (each decoder block under torch.compile; the warm-up
 #                    steps pay the compilation)
@@ -55,6 +57,7 @@
 #                    and measured / planned (target: within 15 %)
 #   rl bf16  (60 s)  the same with RLConfig.bf16=True (bf16 autocast around each forward, fp32 weights; train_rl's
 #                    GPU default)
+#   rl bf16 varlen (60 s)  only when rl bf16 failed: the same on varlen attention
 #   rl bf16 padded (60 s)  the same with packing off (one right-padded row per rollout: the reference layout)
 #   profile  (90 s)  torch.profiler over one SFT step and one RL update (bf16): top operators by device time
 #   rl_dist (240 s)  `klear rl --nproc <all GPUs> --strategy fsdp --backend vllm` on the setup model: 4 steps of
@@ -191,6 +194,10 @@ run_part() {  # name limit_s args...  → runs one part under min(limit, budget 
   if [ "$rc" != 0 ]; then tail -n 25 "$LOG" >&2; fi
 }
 
+part_ok() {  # name → whether that part printed an ok line
+  grep -q "\"part\": \"$1\", \"status\": \"ok\"" "$RESULTS"
+}
+
 run_pretrained_pipeline() {  # the recipe end to end on a pretrained base, its summary line as the result
   local base=${KLEAR_BENCH_BASE_MODEL:-smollm2-135m-instruct} scale=${KLEAR_BENCH_SCALE:-0.5} rc summary
   if ! "$PY" -c 'import typer, prefect' 2>/dev/null; then
@@ -217,6 +224,9 @@ fi
 run_part setup "$L_SETUP" setup
 if [ "$ONLY_RL_DIST" != 1 ]; then
   run_part sft "$L_SFT" sft
+  # FlexAttention (auto's kernel on a GPU) failing would cost every SFT and RL figure: then the same part
+  # once more on varlen attention (causal SDPA per document), so the run still measures the rest
+  part_ok sft || run_part sft_varlen "$L_SFT" sft --attention varlen
   run_part sft_chunked "$L_SFT" sft --kernel chunked
   run_part sft_compiled "$L_SFTC" sft --compile
   PART_ENV=(${SFTL_ENV[@]+"${SFTL_ENV[@]}"})
@@ -227,6 +237,7 @@ if [ "$ONLY_RL_DIST" != 1 ] && [ "$ONLY_SFT" != 1 ]; then
   run_part rollout "$L_ROLLOUT" rollout
   run_part rl_update_fp32 "$L_RL" rl --precision fp32
   run_part rl_update_bf16 "$L_RLB" rl --precision bf16
+  part_ok rl_update_bf16 || run_part rl_update_bf16_varlen "$L_RLB" rl --precision bf16 --attention varlen
   run_part rl_update_bf16_padded "$L_RLB" rl --precision bf16 --layout padded
   run_part profile "$L_PROF" profile
 fi

@@ -239,11 +239,12 @@ class _Done(Exception):
     writes that are not training)."""
 
 
-def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "auto") -> None:
+def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "auto", attention: str = "auto") -> None:
     import torch
     from transformers import AutoTokenizer
 
     from tasks.training.nll_kernels import resolve_logprob_kernel
+    from tasks.training.packed_attention import resolve_attention
     from tasks.training.sft import SFTConfig, train_sft
     from tasks.training.sft_data import load_sft_rows, pack_examples, tokenize_examples
 
@@ -253,9 +254,11 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
     total = s["warmup_steps"] + s["timed_steps"]
     cfg = SFTConfig(epochs=1, max_steps=total, warmup_ratio=0.0, batch_size=s["batch_size"],
                     micro_batch_size=s["micro_batch_size"], seq_len=s["seq_len"], save_every=10**9, seed=0,
-                    compile=compiled, logprob_kernel=kernel)
-    part = "sft_compiled" if compiled else "sft" if kernel == "auto" else f"sft_{kernel}"
-    resolved = resolve_logprob_kernel(kernel, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+                    compile=compiled, logprob_kernel=kernel, attention=attention)
+    part = ("sft_compiled" if compiled else "sft" if kernel == "auto" else f"sft_{kernel}") + (
+        "" if attention == "auto" else f"_{attention}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = resolve_logprob_kernel(kernel, device)
     # the same packs train_sft will build (same tokenizer, rows, seq_len, seed, epoch 0): their real lengths
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     packs, _ = pack_examples(tokenize_examples(load_sft_rows(str(data)).rows, tok), cfg.seq_len,
@@ -301,7 +304,7 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
     step_s = [stamps[i + 1] - stamps[i] for i in range(w, total)]
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     emit(work, part, "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy, compile=cfg.compile,
-         logprob_kernel=resolved,
+         logprob_kernel=resolved, attention=resolve_attention(attention, device),
          precision="bf16 autocast, fp32 weights + AdamW" if bf16 else "fp32",
          seq_len=cfg.seq_len, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
          warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
@@ -578,7 +581,7 @@ def _rollout_hf(work: Path, smoke: bool, why: str) -> None:
 
 
 # ---- RL update ------------------------------------------------------------------------------------------
-def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed") -> None:
+def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed", attention: str = "auto") -> None:
     import inspect
 
     import torch
@@ -590,7 +593,8 @@ def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed") -> 
     from tasks.training.schedule import warmup_constant
 
     s = settings(smoke)["rl"]
-    part = f"rl_update_{precision}" + ("" if layout == "packed" else f"_{layout}")
+    part = (f"rl_update_{precision}" + ("" if layout == "packed" else f"_{layout}")
+            + ("" if attention == "auto" else f"_{attention}"))
     model_dir = work / "model"
     shape = model_shape(model_dir)
     params = list(inspect.signature(update_policy).parameters)
@@ -603,7 +607,7 @@ def part_rl(work: Path, smoke: bool, precision: str, layout: str = "packed") -> 
     # backend "vllm": the GPU case, where π_old of the later mini-batches is recomputed by a no-grad pass
     cfg = rl.RLConfig(prompts_per_step=s["prompts"], rollouts_per_prompt=s["n"], mini_batches=s["mini_batches"],
                       micro_batch_tokens=s["micro_batch_tokens"], backend="vllm", warmup_steps=1,
-                      bf16=precision == "bf16", packing=layout == "packed")
+                      bf16=precision == "bf16", packing=layout == "packed", attention=attention)
     checkpointing = gradient_checkpointing(cfg, device)  # as train_rl: on with a GPU
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -911,7 +915,7 @@ def part_report(work: Path, smoke: bool, out_json: Path, started: float | None) 
 
 
 def main() -> None:
-    from tasks.training.config import LOGPROB_KERNELS
+    from tasks.training.config import ATTENTIONS, LOGPROB_KERNELS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("part", choices=["setup", "sft", "sft_loss", "rollout", "rl", "profile", "rl_dist", "report"])
@@ -924,18 +928,20 @@ def main() -> None:
                     help="sft: SFTConfig.logprob_kernel")
     ap.add_argument("--out-json", type=Path, default=REPO / "bench" / "out" / "gpu.json")
     ap.add_argument("--started", type=float, default=None)
+    ap.add_argument("--attention", choices=ATTENTIONS, default="auto",
+                    help="sft, rl: the packed attention kernel (auto: flex on a GPU)")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     if a.part == "setup":
         part_setup(a.work, a.smoke)
     elif a.part == "sft":
-        part_sft(a.work, a.smoke, a.compile, a.kernel)
+        part_sft(a.work, a.smoke, a.compile, a.kernel, a.attention)
     elif a.part == "sft_loss":
         part_sft_loss(a.work, a.smoke)
     elif a.part == "rollout":
         part_rollout(a.work, a.smoke)
     elif a.part == "rl":
-        part_rl(a.work, a.smoke, a.precision, a.layout)
+        part_rl(a.work, a.smoke, a.precision, a.layout, a.attention)
     elif a.part == "profile":
         part_profile(a.work, a.smoke)
     elif a.part == "rl_dist":
