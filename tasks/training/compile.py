@@ -4,7 +4,9 @@ Each block (the model's `_no_split_modules` classes, the units FSDP shards) is c
 `nn.Module.compile`: the module, its parameters and its state-dict keys stay what they were, so checkpoints,
 DDP and FSDP2 (applied after this, as torchtitan orders them) see the same model. Shapes are marked dynamic:
 packed micro-batches change length every step. The varlen attention kernel stays outside the graph (its
-per-document loop follows the batch's documents: traced, it would recompile for every new layout); the
+per-document loop follows the batch's documents: traced, it would recompile for every new layout), and the
+documents reach it as a tensor (packed_attention.span_table: its length a dynamic size, where a list's would
+be a guard, a compilation per count of documents); the
 projections, norms, rotary embedding and MLP around it are compiled — on a GPU that fuses the elementwise
 work between the matmuls (RMSNorm, SwiGLU, residual adds) into a few kernels. FlexAttention (the GPU's packed
 kernel) is compiled with the block."""

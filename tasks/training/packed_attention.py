@@ -119,6 +119,8 @@ def varlen_attention(module, query: torch.Tensor, key: torch.Tensor, value: torc
     plainly causal, as the window cannot reach past its start."""
     if document_spans is None:
         raise ValueError("varlen attention needs document_spans (sft_data.document_spans of the batch)")
+    if isinstance(document_spans, torch.Tensor):  # span_table's form
+        document_spans = document_spans.tolist()
     window = kwargs.get("sliding_window")
 
     def attend(qs, ks, vs):
@@ -159,4 +161,12 @@ def attention_inputs(batch: dict, attention: str) -> dict:
         return {"attention_mask": dense_attention_mask(batch["document_ids"])}
     if attention == "flex":
         return {"attention_mask": document_block_mask(batch["document_ids"])}
-    return {"document_spans": document_spans(batch["document_ids"])}
+    return {"document_spans": span_table(document_spans(batch["document_ids"]))}
+
+
+def span_table(spans: list[tuple[int, int, int, bool]]) -> torch.Tensor:
+    """document_spans as a [n, 4] int64 tensor on the CPU, the form the model's forward carries to
+    varlen_attention: a compiled decoder block (compile.py) takes a tensor's length as a dynamic size, where
+    a Python list's length is a guard, one compilation per number of documents in a micro-batch. On the CPU,
+    so reading it back costs no device synchronisation."""
+    return torch.tensor(spans, dtype=torch.long).reshape(-1, 4)

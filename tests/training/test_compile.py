@@ -73,3 +73,28 @@ def test_compiled_blocks_give_the_eager_rl_update(tiny):
     (v0, w0), (v1, w1) = out
     assert v1["loss"] == pytest.approx(v0["loss"], rel=1e-5)
     assert max((w1[n] - w0[n]).abs().max().item() for n in w0) < 1e-5
+
+
+def test_compiled_blocks_compile_once_for_any_number_of_documents(tiny):
+    """A micro-batch's documents reach varlen attention as a tensor (packed_attention.span_table), so a
+    compiled block meets each new count of documents (and each new row length) with the graphs it has; a
+    list would be a guard on its length and a compilation per count."""
+    from torch._dynamo.utils import counters
+
+    from tasks.training.packed_attention import attention_inputs
+
+    model, attn = tiny
+    compiled = copy.deepcopy(model)
+    compiled.config._attn_implementation = attn
+    compile_blocks(compiled)
+    g = torch.Generator().manual_seed(1)
+    graphs = []
+    for docs in (2, 3, 5, 4, 7, 6):
+        sizes = torch.randint(3, 12, (docs,), generator=g).tolist()
+        doc = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])[None]
+        batch = {"input_ids": torch.randint(1, model.config.vocab_size, doc.shape, generator=g),
+                 "position_ids": torch.cat([torch.arange(n) for n in sizes])[None], "document_ids": doc}
+        with torch.no_grad():
+            compiled(input_ids=batch["input_ids"], position_ids=batch["position_ids"], **attention_inputs(batch, "varlen"))
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[-1] == graphs[0], graphs
