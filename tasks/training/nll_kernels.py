@@ -143,7 +143,7 @@ def resolve_logprob_kernel(requested: str, device: torch.device) -> str:
     return requested
 
 
-def agreed_logprob_kernel(requested: str, ctx) -> str:
+def agreed_logprob_kernel(requested: str, ctx: dist_utils.DistContext) -> str:
     """The kernel every rank of a run takes: resolve_logprob_kernel on each rank's own device, then liger
     only where every rank's choice was liger (`auto` whose probe failed on one rank's GPU: chunked on all),
     so the ranks' losses round alike and the run records one kernel."""
