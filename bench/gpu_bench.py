@@ -241,7 +241,7 @@ class _Done(Exception):
 
 def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "auto", attention: str = "auto") -> None:
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     from tasks.training.nll_kernels import resolve_logprob_kernel
     from tasks.training.packed_attention import resolve_attention
@@ -259,6 +259,7 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
         "" if attention == "auto" else f"_{attention}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = resolve_logprob_kernel(kernel, device)
+    ran_attention = resolve_attention(attention, device, AutoConfig.from_pretrained(str(model_dir)))  # as train_sft
     # the same packs train_sft will build (same tokenizer, rows, seq_len, seed, epoch 0): their real lengths
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     packs, _ = pack_examples(tokenize_examples(load_sft_rows(str(data)).rows, tok), cfg.seq_len,
@@ -304,7 +305,7 @@ def part_sft(work: Path, smoke: bool, compiled: bool = False, kernel: str = "aut
     step_s = [stamps[i + 1] - stamps[i] for i in range(w, total)]
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     emit(work, part, "ok", entry="tasks.training.sft.train_sft", strategy=cfg.strategy, compile=cfg.compile,
-         logprob_kernel=resolved, attention=resolve_attention(attention, device),
+         logprob_kernel=resolved, attention=ran_attention,
          precision="bf16 autocast, fp32 weights + AdamW" if bf16 else "fp32",
          seq_len=cfg.seq_len, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
          warmup_steps=w, timed_steps=len(step_s), seconds=round(seconds, 3),
