@@ -21,6 +21,8 @@ import threading
 import zipfile
 from pathlib import Path
 
+from tasks.config_checks import error_line
+
 MAX_SAFETENSORS_HEADER = 100 * 2**20  # bytes; the safetensors format's own limit
 
 
@@ -72,7 +74,7 @@ def _check_config(p: Path, deep: bool) -> None:
     try:
         AutoConfig.from_pretrained(str(p))
     except Exception as e:  # unknown model_type, a field of the wrong type, ...: transformers' many types
-        raise ModelDirError(f"{cfg}: not a usable model config ({_first_line(e)})") from None
+        raise ModelDirError(f"{cfg}: not a usable model config ({error_line(e)})") from None
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -154,7 +156,7 @@ def _check_tokenizer(p: Path, deep: bool) -> None:
         try:
             Tokenizer.from_file(str(p / "tokenizer.json"))
         except Exception as e:  # the Rust side's own exception types
-            raise ModelDirError(f"{p / 'tokenizer.json'}: the tokenizer cannot be loaded ({_first_line(e)})") from None
+            raise ModelDirError(f"{p / 'tokenizer.json'}: the tokenizer cannot be loaded ({error_line(e)})") from None
     if not deep:
         return
     from transformers import AutoTokenizer
@@ -163,12 +165,7 @@ def _check_tokenizer(p: Path, deep: bool) -> None:
         AutoTokenizer.from_pretrained(str(p))
     except Exception as e:  # a garbled tokenizer.json raises from the Rust side with its own types
         where = p / "tokenizer.json" if (p / "tokenizer.json").exists() else p
-        raise ModelDirError(f"{where}: the tokenizer cannot be loaded ({_first_line(e)})") from None
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0].split('. ')[0][:160]}" if text else type(e).__name__
+        raise ModelDirError(f"{where}: the tokenizer cannot be loaded ({error_line(e)})") from None
 
 
 def context_length(model_dir: str | Path) -> int | None:
