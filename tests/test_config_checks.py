@@ -128,6 +128,8 @@ def test_cli_defaults_are_the_config_defaults(command, cls, renamed):
     ({"model_preset": "huge"}, "model_preset must be one of tiny, small"),
     ({"demo": False}, "sources must name at least one"),
     ({"demo": False, "sources": {"a": "/no/such.jsonl"}}, "sources a=/no/such.jsonl: no such file"),
+    ({"sources": {"a": "a.jsonl"}}, "demo is on: the run would curate the bundled demo data and ignore your sources;"),
+    ({"benchmarks": {"b": "b.jsonl"}}, "demo is on: the run would curate the bundled demo data and ignore your benchmarks;"),
 ])
 def test_pipeline_config_checks_itself(kw, message):
     from tasks.pipeline.config import PipelineConfig
@@ -135,6 +137,26 @@ def test_pipeline_config_checks_itself(kw, message):
     with pytest.raises(ConfigError) as exc:
         PipelineConfig(**kw)
     assert str(exc.value).startswith(message), str(exc.value)
+
+
+def test_a_partial_sft_or_rl_mapping_keeps_the_pipeline_defaults_it_leaves_out():
+    """`sft: {epochs: 1}` in a config file or a deployment's parameters changes the epochs of the SFT the template
+    shows, not of SFTConfig's own defaults (another lr, batch and pack length); with a base model, of the
+    pretrained sizing."""
+    from pydantic import TypeAdapter
+
+    from tasks.pipeline.config import PipelineConfig, demo_rl, pretrained_sft
+
+    adapter = TypeAdapter(PipelineConfig)
+    cfg = adapter.validate_python({"sft": {"epochs": 1}, "rl": {"steps": 3}})
+    assert cfg.sft == dataclasses.replace(PipelineConfig().sft, epochs=1)
+    assert cfg.rl == dataclasses.replace(demo_rl(), steps=3)
+    cfg = adapter.validate_python({"demo_scale": 0.05, "rl": {"lr": 1e-5}})
+    assert cfg.rl == dataclasses.replace(demo_rl(0.05), lr=1e-5)
+    base = adapter.validate_python({"base_model": "smollm2-135m-instruct", "sft": {"epochs": 2}})
+    assert base.sft == dataclasses.replace(pretrained_sft(), epochs=2)
+    with pytest.raises(Exception, match=r"sft\.epoch\b"):  # a misspelt key is still refused, not merged
+        adapter.validate_python({"sft": {"epoch": 1}})
 
 
 def test_a_demo_too_small_to_learn_is_said_to_be_one():

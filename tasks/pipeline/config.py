@@ -75,6 +75,29 @@ def source_spec(name: str, value: "str | PipelineSource | dict") -> dict:
     return {"name": name, **{k: v for k, v in fields.items()}}
 
 
+def with_nested_defaults(values: object) -> object:
+    """A settings mapping (a config file's, a deployment's parameters) whose `sft` or `rl` is a partial mapping,
+    completed from the defaults the pipeline shows for them (`klear pipeline --print-config`: "absent: the
+    default shown"), not from SFTConfig's and RLConfig's own: `sft: {epochs: 1}` keeps the demo's lr, packs
+    and batch. With a `base_model` the keys left out come from the pretrained sizing (pretrained_sft,
+    pretrained_rl); `rl` from demo_rl at the mapping's `demo_scale`, as `klear pipeline --scale` sizes it.
+    Anything else (a config instance, a value of the wrong type) is left to validation as it is."""
+    import dataclasses
+
+    if not isinstance(values, dict):
+        return values
+    pretrained = bool(values.get("base_model"))
+    scale = values.get("demo_scale", 1.0)
+    bases = {"sft": pretrained_sft if pretrained else _demo_sft,
+             "rl": pretrained_rl if pretrained else (lambda: demo_rl(scale if isinstance(scale, (int, float)) else 1.0))}
+    out = dict(values)
+    for key, base in bases.items():
+        given = values.get(key)
+        if isinstance(given, dict):
+            out[key] = {**{f.name: getattr(base(), f.name) for f in dataclasses.fields(base())}, **given}
+    return out
+
+
 # stage → "FLOW/DEPLOYMENT" run when gpu_pool is on (the deployments of prefect.yaml on klear-gpu)
 GPU_DEPLOYMENTS = {"sft": "sft/default", "tag-difficulty": "tag-difficulty/default", "rl": "rl/default",
                    "evaluate": "evaluate/default"}
@@ -127,6 +150,14 @@ class PipelineConfig:
     # (or the config a run is given), so its errors name no flag
     FLAGS: ClassVar[dict[str, str]] = {"store": "--store", "seed": "--seed", "demo_scale": "--scale"}
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source, handler):
+        """Validated as a dataclass (a config file, a deployment's parameters) after a partial `sft` or `rl`
+        mapping is completed from the pipeline's defaults (with_nested_defaults)."""
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(with_nested_defaults, handler(source))
+
     def __post_init__(self) -> None:
         self._size_for_base()
         try:
@@ -163,6 +194,10 @@ class PipelineConfig:
         check_int(self, "eval_max_tokens", 1)
         if self.model_preset not in PRESETS:
             raise ConfigError("model_preset", f"must be one of {', '.join(PRESETS)} (got {self.model_preset!r})")
+        if self.demo and (self.sources or self.benchmarks):  # the demo's own data would replace them in silence
+            given = " and ".join(n for n in ("sources", "benchmarks") if getattr(self, n))
+            raise ConfigError("demo", f"is on: the run would curate the bundled demo data and ignore your {given}; "
+                                      "set demo: false to use them")
         if not self.demo:
             self._check_inputs()
         for stage, name in self.gpu_deployments.items():
