@@ -88,7 +88,7 @@ class Snippet:
     units: tuple[tuple[str, str], ...]
     calls: tuple[Call, ...] | None = None
     free: tuple[str, ...] = ()  # the names it uses and does not bind (program_names): the checker's header rule
-    tested: tuple[str, ...] = ()  # the free names it tests directly (tested_names): never a header helper
+    tested: tuple[str, ...] = ()  # the free names it calls as the function under test (tested_names): never a header helper
 
     @property
     def tests(self) -> int:
@@ -239,37 +239,93 @@ def split_snippet(code: str, header: frozenset[str] = frozenset()) -> Snippet:
 
 
 def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
-    """Free names an assert tests directly: the assert's subject is a call `N(args)` (the whole test, the
-    operand of `not`, or a side of a comparison whose other sides call no free name) and its arguments use
-    no free name: `assert count([1, 0, 1]) == 2` tests `count`, while in `assert isclose(f(x), 2.5)` or
-    `assert f(2) == sqrt(4)` the header's `isclose` and `sqrt` are helpers. The checker keeps a tested
-    name the program's even where the header offers one (sandbox/runner.py header_helpers)."""
+    """Free names the test code calls as the function under test; the checker keeps them the program's even
+    where LiveCodeBench's header offers one (sandbox/runner.py header_helpers), so a program's own `factorial`
+    or `permutations` is the one judged, never the header's. A call `N(args)` of a free name tests N when its
+    arguments use no name of the program's and it is an assert's subject:
+
+    - the assert's whole test, the operand of `not`, an operand of `and`, or a side of a comparison whose
+      other sides call no free name;
+    - seen through what only carries its value: builtins (`str`, `abs`, `sorted`), arithmetic, a list, tuple
+      or set display, an index or attribute (`assert abs(add(2, 3) - 5) < 1e-9`, `assert [add(2, 3)] == [5]`);
+    - through a name bound once at top level, to the call's value (`r = add(2, 3)`, then `assert r == 5`) or to
+      the function itself (`f = add`, HumanEval's `candidate = add`, then `assert f(2, 3) == 5`).
+
+    A free name passed bare to a function of the snippet's (`check(add)`, a check called more than once) is
+    tested too. Helpers stay the header's: `isclose` in `assert isclose(hypot(3, 4), 5.0)` (its arguments use a
+    free name; they are looked at as the sides of a comparison, so `hypot` is tested), `sqrt` in `assert f(2)
+    == sqrt(4)` (the other side calls `f`) and in `expected = sqrt(4)` facing `f(2)`, and anything inside a
+    comprehension or lambda (`all(isclose(a, b) for a, b in zip(f(x), want))`)."""
     program = set(free) | {(a.asname or a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                            and n.module == "solution" and not n.level for a in n.names}
+    assigned: dict[str, list[ast.expr]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            assigned.setdefault(stmt.targets[0].id, []).append(stmt.value)
+    once = {n: v[0] for n, v in assigned.items() if len(v) == 1 and n not in free}
+    aliases = {n: v.id for n, v in once.items() if isinstance(v, ast.Name) and v.id in free}
+    values = {n: v for n, v in once.items() if n not in aliases}
 
-    def uses_free(node: ast.AST) -> bool:  # a name of the program's: free, or imported from `solution`
-        return any(isinstance(n, ast.Name) and n.id in program for n in ast.walk(node))
-
-    def calls_free(node: ast.AST) -> bool:
-        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in free
-                   for n in ast.walk(node))
-
-    def subject(node: ast.expr) -> str | None:
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in free
-                and not any(uses_free(a) for a in [*node.args, *(k.value for k in node.keywords)])):
-            return node.func.id
+    def callee(node: ast.AST) -> str | None:  # the free name a call calls, through an alias
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = aliases.get(node.func.id, node.func.id)
+            return name if name in free else None
         return None
 
+    def uses_free(node: ast.AST) -> bool:  # a name of the program's: free, an alias of one, or from `solution`
+        return any(isinstance(n, ast.Name) and (n.id in program or n.id in aliases) for n in ast.walk(node))
+
+    def calls_free(node: ast.AST, seen: frozenset = frozenset()) -> bool:
+        for n in ast.walk(node):
+            if callee(n):
+                return True
+            if isinstance(n, ast.Name) and n.id in values and n.id not in seen and calls_free(values[n.id], seen | {n.id}):
+                return True
+        return False
+
+    def subjects(node: ast.expr, seen: frozenset = frozenset()) -> set[str]:
+        name = callee(node)
+        if name is not None:
+            args = [*node.args, *(k.value for k in node.keywords)]
+            return facing(args, seen) if any(uses_free(a) for a in args) else {name}
+        if isinstance(node, ast.Name) and node.id in values and node.id not in seen:
+            return subjects(values[node.id], seen | {node.id})
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and hasattr(builtins, node.func.id):
+            parts = [*node.args, *(k.value for k in node.keywords)]
+        elif isinstance(node, ast.BinOp):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp):
+            parts = [node.operand]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            parts = list(node.elts)
+        elif isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+            parts = [node.value]
+        else:
+            return set()
+        return set().union(*(subjects(p, seen) for p in parts))
+
+    def facing(sides: list[ast.expr], seen: frozenset = frozenset()) -> set[str]:
+        """The subjects of the sides (of a comparison, or a helper's arguments) whose others call no free name."""
+        found: set[str] = set()
+        for i, side in enumerate(sides):
+            if not any(calls_free(o) for o in sides[:i] + sides[i + 1:]):
+                found |= subjects(side, seen)
+        return found
+
+    def tested_by(test: ast.expr) -> set[str]:
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return tested_by(test.operand)
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return set().union(*(tested_by(v) for v in test.values))
+        return facing([test.left, *test.comparators] if isinstance(test, ast.Compare) else [test])
+
+    own_functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found: set[str] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Assert):
-            continue
-        test = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) else node.test
-        sides = [test.left, *test.comparators] if isinstance(test, ast.Compare) else [test]
-        for i, side in enumerate(sides):
-            others = sides[:i] + sides[i + 1:]
-            if (name := subject(side)) and not any(calls_free(o) for o in others):
-                found.add(name)
+        if isinstance(node, ast.Assert):
+            found |= tested_by(node.test)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own_functions:
+            found |= {aliases.get(a.id, a.id) for a in node.args if isinstance(a, ast.Name)} & set(free)
     return found
 
 

@@ -1218,8 +1218,8 @@ def _remote_exception(name, message):
 def header_helpers(free, tested=()):
     """The header names a snippet's test code uses as helpers (module rule in _TestGlobals): those among
     its free names `free` when it also uses a name the header does not offer (the function under test, or
-    the program's module `solution`), less those it tests directly (`tested`: sandbox/asserts.py
-    tested_names, `assert count([1, 2]) == 2`); none when every free name is the header's (then they are
+    the program's module `solution`), less those it tests (`tested`: sandbox/asserts.py tested_names,
+    `assert count([1, 2]) == 2`, `r = factorial(5)` then `assert r == 120`); none when every free name is the header's (then they are
     the functions under test: `gcd`)."""
     free = set(free)
     under_test = {n for n in free if n not in HEADER_NAMES}
@@ -1277,6 +1277,11 @@ class _SolutionModule(types.ModuleType):
     def __init__(self, ns):
         super().__init__("solution")
         object.__setattr__(self, "_ns", ns)
+
+    def __call__(self, *args, **kwargs):
+        """A program whose function under test is named `solution` (`assert solution([1, 2]) == 3, "msg"`):
+        the program's own object of that name, called there, as the module never is."""
+        return self._ns.conn.request("name", name="solution")(*args, **kwargs)
 
     def __getattr__(self, name):
         ns = self._ns
