@@ -3,6 +3,7 @@ directories, data, sources and benchmarks. Each failure is one UserError line na
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from flows.cli_common import UserError, console
@@ -191,6 +192,20 @@ def store_root(store: str | None, flag: str = "--store") -> str:
 
     root = resolve_store(store)
     check_store(root, flag if store else "$KLEAR_STORE" if os.environ.get("KLEAR_STORE") else "store (default)")
+    return root
+
+
+def recording_store_root(store: str, what: str) -> str:
+    """A --store that a trainer or `klear eval` only records `what` in (store_root's checks), and one
+    `klear: warning:` line when no store is there yet: a misspelt path would otherwise become a new store in
+    silence, holding a record whose dataset is in another."""
+    from storage import paths
+    from storage.store import Store
+
+    root = store_root(store)
+    if not paths.exists(Store(root).catalog_path):
+        print(f"klear: warning: --store {store}: no store there yet; this run creates one to record {what}",
+              file=sys.stderr, flush=True)
     return root
 
 

@@ -31,7 +31,10 @@ def build_curate_config(sources: dict[str, str], benchmarks: dict[str, str], lay
         src, field = split_map_field(lhs, sources)
         if not (ok and src and field and canon):
             raise UserError(f"--map {m!r}: expected SOURCE.FIELD=CANONICAL_FIELD")
-        field_maps.setdefault(src, {})[field] = canon
+        given = field_maps.setdefault(src, {})
+        if given.get(field, canon) != canon:  # the last would win, and the first rename be lost in silence
+            raise UserError(f"--map {m!r}: {src}.{field} is already mapped to {given[field]!r}")
+        given[field] = canon
     for flag, d in (("--layout", layouts), ("--map", field_maps), ("--domain", domains)):
         for src in d:
             if src not in sources:
@@ -88,7 +91,6 @@ def curation_alarms(version: dict, store_root: str) -> list[str]:
 
 
 def print_curation_summary(version: dict, store_root: str) -> None:
-    from storage.store import Store
     from tasks.curation.pipeline import ALL_REASONS
 
     counts, by_source = version["counts"], version["inputs"].get("by_source", {})
@@ -103,7 +105,18 @@ def print_curation_summary(version: dict, store_root: str) -> None:
     console.print(table)
     if version["inputs"].get("undated_kept") is not None:
         console.print(f"undated rows kept under the cutoff date: {version['inputs']['undated_kept']}")
-    console.print(f"catalog: {Store(store_root).catalog_path}  (views: problems, dropped; table: datasets)")
+    print_catalog_line(store_root)
+
+
+def print_catalog_line(store_root: str) -> None:
+    """Where the catalog is and what a user can query there: its tables and the views published so far."""
+    from storage.catalog import Catalog
+    from storage.store import Store
+
+    path = Store(store_root).catalog_path
+    views = Catalog(path).views()
+    console.print(f"catalog: {path}  (tables: datasets, checkpoints, evaluations"
+                  + (f"; views: {', '.join(views)})" if views else ")"), soft_wrap=True)
 
 
 @with_config_options(CurateConfig, skip=("sources", "benchmarks"))

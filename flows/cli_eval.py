@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from flows.cli_checks import (check_backend, check_benchmark, check_model, resolve_model_flag, check_nproc,
-                              check_source_path, store_root)
+                              check_source_path, recording_store_root, store_root)
 from flows.cli_common import (StoreOpt, UserError, checked, console, parse_pairs, quiet_children_after_interrupt,
                               quiet_prefect_defaults, run_flow)
 from flows.cli_config_options import build_config, with_config_options
@@ -43,7 +43,7 @@ def eval_(
     cfg = checked(lambda: build_config(EvalConfig, settings))
     check_backend(cfg.backend)
     if store is not None:
-        store = store_root(store)
+        store = recording_store_root(store, "its evaluations")
     check_model(model, max_tokens=cfg.max_tokens)
     for name, path in benches.items():  # every prompt within the context (tasks/evaluation/evaluate.py)
         check_benchmark(f"--benchmark {name}={path}", path, model, cfg.max_tokens)

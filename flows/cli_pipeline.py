@@ -72,6 +72,7 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     if base_model is not None:
         settings["base_model"] = resolve_model_flag("--base-model", base_model)
     config = _pipeline_config(root, seed, scale, settings, config_file)
+    _check_sources(config, config_file)
     quiet_prefect_defaults()
     starting("pipeline", f"store {root}; each stage prints a line as it starts and ends")
     from flows.pipeline import pipeline as pipeline_flow
@@ -93,7 +94,6 @@ def _run_pipeline(store: str | None, seed: int | None, scale: float | None, conf
     for stage in ("base", "sft", "rl"):
         t.add_row(stage, f"{summary[stage + '_avg_at_k']:.3f}", summary[stage])
     console.print(t)
-    console.print("catalog tables: datasets, checkpoints, evaluations; views: problems, dropped, verifications")
     console.print(f"TensorBoard: {tensorboard_command(st.path('models'))}", markup=False, soft_wrap=True)
     console.print(_prefect_ui_line(state.state_details.flow_run_id))
     print(json.dumps(summary), flush=True)  # one line a script can parse (rich would wrap it at the terminal width)
@@ -162,6 +162,28 @@ def _pipeline_config(root: str, seed: int | None, scale: float | None, settings:
         raise UserError(f"{flag} {e.detail}" if flag else e.message) from None
     except ValidationError as e:
         raise UserError(f"--config {config_file}: {validation_detail(e, PipelineConfig)}") from None
+
+
+def _check_sources(config, config_file: str | None) -> None:
+    """Your own sources read as `klear curate` reads them before any work (tasks/curation/source_fields.py:
+    a source with no rows, a `field_map` field no row has, a file unreadable past some line), one line naming
+    the --config file and the source's key, before the Prefect server starts and not at the curate stage."""
+    if config.demo:
+        return
+    from tasks.curation.config import SourceSpec
+    from tasks.curation.source_fields import EmptySource, UnmatchedMap, check_sources
+    from tasks.records.sources import SourceError
+
+    where = f"--config {config_file}: " if config_file else ""
+    for spec in config.source_specs():
+        try:
+            check_sources([SourceSpec(**spec)])
+        except EmptySource as e:
+            raise UserError(f"{where}sources.{e.name}: {e.path} has no rows (nothing to curate)") from None
+        except UnmatchedMap as e:
+            raise UserError(f"{where}sources.{spec['name']}.field_map: {e}") from None
+        except SourceError as e:
+            raise UserError(f"{where}sources.{spec['name']}: {e}") from None
 
 
 def _prefect_ui_line(flow_run_id) -> str:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from flows.cli_checks import (already_trained, check_backend, check_benchmark, check_data, check_model, check_nproc,
                               check_record_store, check_training_rows, claim_out, prepare_out, resolve_model_flag,
-                              store_root)
+                              recording_store_root)
 from flows.cli_common import (StoreOpt, UserError, check_prefect_api, checked, console,
                               quiet_children_after_interrupt, quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, given_on_command_line, under_preset, with_config_options
@@ -77,7 +77,7 @@ def rl(
     if cfg.eval_benchmark:
         check_benchmark(f"--eval-benchmark {cfg.eval_benchmark}", cfg.eval_benchmark, model, cfg.max_tokens)
     if store is not None:
-        store = store_root(store)
+        store = recording_store_root(store, "the checkpoint")
     else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
         check_record_store(data)
     if already_trained(out, "rl", model, data, dataset, cfg, resume, force):
@@ -168,7 +168,7 @@ def ablate(
     check_model(model, max_tokens=base.max_tokens)
     check_benchmark(f"--benchmark {benchmark}", bench, model, base.max_tokens)
     if store is not None:
-        store = store_root(store)
+        store = recording_store_root(store, "the arms' checkpoints and evaluations")
     check_prefect_api()
     if nodes.is_main:  # the other nodes' launchers only run their ranks: node 0 holds --out
         claim_out(out)

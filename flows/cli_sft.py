@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from flows.cli_checks import (already_trained, check_data, check_model, resolve_model_flag, check_nproc,
-                              check_record_store, check_training_rows, prepare_out, store_root)
+                              check_record_store, check_training_rows, prepare_out, recording_store_root)
 from flows.cli_common import (check_prefect_api, checked, console, quiet_children_after_interrupt,
                               quiet_prefect_defaults, run_flow, starting)
 from flows.cli_config_options import build_config, with_config_options
@@ -40,7 +40,7 @@ def sft(
     dataset = check_training_rows(data, "sft")
     check_model(model)
     if store is not None:
-        store = store_root(store)
+        store = recording_store_root(store, "the checkpoint")
     else:  # the checkpoint is recorded in the store --data names, else the default one: checked, not passed on
         check_record_store(data)
     if already_trained(out, "sft", model, data, dataset, cfg, resume, force):

@@ -134,10 +134,10 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
         specs, sources, benchmarks = config.source_specs(), config.source_paths(), config.benchmarks
     if not sources:
         raise ValueError("pipeline: no sources (set demo=True or give sources)")
-    if config.eval_benchmark not in benchmarks:
-        raise ValueError(f"pipeline: eval_benchmark {config.eval_benchmark!r} is not one of {sorted(benchmarks)}")
+    if config.reported_benchmark not in benchmarks:
+        raise ValueError(f"pipeline: eval_benchmark {config.reported_benchmark!r} is not one of {sorted(benchmarks)}")
     ecfg = EvalConfig(k=config.eval_k, seed=config.seed, max_tokens=config.eval_max_tokens, backend="auto")
-    bench = shared_path(benchmarks[config.eval_benchmark]) if config.gpu_pool else benchmarks[config.eval_benchmark]
+    bench = shared_path(benchmarks[config.reported_benchmark]) if config.gpu_pool else benchmarks[config.reported_benchmark]
     alarms = _alarm(config, log, layout_alarms({s["name"]: _first_row(s["path"]) for s in specs},
                                                {s["name"]: s.get("layout", "canonical") for s in specs}))
 
@@ -206,10 +206,10 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
     for stage, path in (("base", base), ("sft", sft_out), *rl_outs.items()):
         with stages.stage(f"eval-{stage}") as st:
             results[stage], st.cached = evaluate_stage(config, f"eval-{stage}", str(path), bench, ecfg, store)
-            st.figure = f"{config.eval_benchmark} avg@{config.eval_k} {results[stage]['avg_at_k']:.3f}"
+            st.figure = f"{config.reported_benchmark} avg@{config.eval_k} {results[stage]['avg_at_k']:.3f}"
     summary = {"store": store, "dataset": dataset, "rl_dataset": rl_data, "base": str(base), "sft": str(sft_out),
                **{name.replace("-", "_"): str(out) for name, out in rl_outs.items()},
-               "benchmark": config.eval_benchmark, "k": config.eval_k,
+               "benchmark": config.reported_benchmark, "k": config.eval_k,
                **{f"{s.replace('-', '_')}_avg_at_k": r["avg_at_k"] for s, r in results.items()}}
     report_pipeline(summary, results)
     return summary
@@ -346,7 +346,7 @@ def evaluate_stage(config: PipelineConfig, stage: str, model: str, bench_path: s
     row = find_evaluation(store, eval_id)
     if row:
         return row, True
-    name = config.eval_benchmark
+    name = config.reported_benchmark
     if not config.gpu_pool:  # the task run (and its artifacts) named by the stage: eval-base, eval-sft, eval-rl
         return evaluate_task.with_options(task_run_name=stage)(model, name, bench_path, cfg, store), False
     run_stage_deployment(config, stage, "evaluate", {"model": model, "benchmarks": {name: bench_path},

@@ -241,6 +241,11 @@ class Catalog:
             row = con.execute("SELECT dataset FROM current_views WHERE name = ?", [view]).fetchone()
         return row[0] if row else None
 
+    def views(self) -> list[str]:
+        """The views published so far (problems, dropped, verifications, …), by name."""
+        with self._reading() as con:
+            return [r[0] for r in con.execute("SELECT name FROM current_views ORDER BY name").fetchall()]
+
     def datasets(self) -> list[dict[str, Any]]:
         with self._reading() as con:
             cur = con.execute("SELECT * FROM datasets ORDER BY created")

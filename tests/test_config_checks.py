@@ -187,6 +187,18 @@ def test_pipeline_config_checks_its_benchmark_and_base_model(tmp_path):
                        base_model=str(tmp_path))
 
 
+def test_the_reported_benchmark_is_the_only_one_given_or_must_be_named(tmp_path):
+    from tasks.pipeline.config import PipelineConfig
+
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    assert PipelineConfig().reported_benchmark == "bench_math"
+    assert PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"mine": str(src)}).reported_benchmark == "mine"
+    with pytest.raises(ConfigError, match=r"^eval_benchmark must be one of the benchmarks \(a, b\) \(none named: "
+                                          r"with several, say which one the table reports\)"):
+        PipelineConfig(demo=False, sources={"s": str(src)}, benchmarks={"a": str(src), "b": str(src)})
+
+
 def test_a_pipeline_benchmark_row_that_cannot_be_graded_stops_the_run_before_its_first_stage(tmp_path):
     """Not at the first evaluation, after curation, verification and SFT have run."""
     from tasks.pipeline.config import PipelineConfig

@@ -76,10 +76,15 @@ class SourceSpec(_Checked):
         malformed and still publish the empty version), so it is refused before any work."""
         if not isinstance(self.field_map, dict):
             raise FlagError("field_map", f"must map a raw field to a canonical one (got {self.field_map!r})", "--map")
+        onto: dict[str, str] = {}  # canonical field → the raw field mapped onto it
         for raw, canon in self.field_map.items():
             if canon not in MAPPABLE_FIELDS:
                 raise FlagError("field_map", f"{self.name}.{raw}={canon}: {canon!r} is not a canonical field "
                                              f"(one of: {', '.join(MAPPABLE_FIELDS)})", "--map")
+            if canon in onto:  # one of the two would be dropped in silence
+                raise FlagError("field_map", f"{self.name}.{onto[canon]}={canon} and {self.name}.{raw}={canon}: "
+                                             f"two fields mapped onto {canon!r}; keep one", "--map")
+            onto[canon] = raw
 
 
 @dataclass

@@ -113,7 +113,8 @@ class PipelineConfig:
     sources: dict[str, str | PipelineSource] = field(default_factory=dict)  # NAME → PATH, or NAME → {path,
     #   layout, field_map, domain} for a raw file in another layout (klear curate's --layout); demo=False
     benchmarks: dict[str, str] = field(default_factory=dict)   # NAME → PATH, decontamination + evaluation
-    eval_benchmark: str = "bench_math"            # which benchmark the base/SFT/RL table reports
+    eval_benchmark: str | None = None             # which benchmark the base/SFT/RL table reports; None: the
+    #   demo's bench_math, or with your own data the only one of `benchmarks` (several: name one)
     min_tests: int = 16                           # verify: code problems with fewer tests are dropped
     test_strength: StrengthConfig = field(default_factory=StrengthConfig)  # verify: mutants of each passing
     #   reference; problems whose tests accept wrong programs are dropped (`weak_tests`): the default drops,
@@ -226,9 +227,11 @@ class PipelineConfig:
             for name, path in named.items():
                 if not str(path).startswith("hf:") and not paths.exists(str(path)):
                     raise ConfigError(field_name, f"{name}={path}: no such file")
-        if self.eval_benchmark not in self.benchmarks:
+        if self.reported_benchmark not in self.benchmarks:
+            got = f"got {self.eval_benchmark!r}" if self.eval_benchmark is not None else \
+                "none named: with several, say which one the table reports"
             raise ConfigError("eval_benchmark", f"must be one of the benchmarks ({', '.join(self.benchmarks) or 'none'})"
-                                                f" (got {self.eval_benchmark!r})")
+                                                f" ({got})")
         self._check_benchmark_rows()
         if self.base_model and not paths.exists(f"{self.base_model}/config.json") and not fetchable(self.base_model):
             raise ConfigError("base_model", f"{self.base_model}: not a model directory (no config.json), nor a "
@@ -244,13 +247,23 @@ class PipelineConfig:
         from storage import paths
         from tasks.evaluation.evaluate import load_benchmark
 
-        path = str(self.benchmarks[self.eval_benchmark])
+        path = str(self.benchmarks[self.reported_benchmark])
         if path.startswith("hf:") or "://" in path and not path.startswith("file://"):
             return
         try:
             load_benchmark(path)
         except ValueError as e:
-            raise ConfigError("benchmarks", f"{self.eval_benchmark}: {e}") from None
+            raise ConfigError("benchmarks", f"{self.reported_benchmark}: {e}") from None
+
+    @property
+    def reported_benchmark(self) -> str | None:
+        """The benchmark the base/SFT/RL table reports: `eval_benchmark`, else the demo's bench_math, else the
+        only one of `benchmarks` (None with several: the config refuses that)."""
+        if self.eval_benchmark is not None:
+            return self.eval_benchmark
+        if self.demo:
+            return "bench_math"
+        return next(iter(self.benchmarks)) if len(self.benchmarks) == 1 else None
 
     def source_specs(self) -> list[dict]:
         """The sources as the curate flow takes them (SourceSpec fields), in the order given."""

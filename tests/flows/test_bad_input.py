@@ -541,6 +541,8 @@ def test_a_seed_out_of_range_is_the_same_one_line_everywhere_before_anything_is_
 @pytest.mark.parametrize("extra, needle", [
     (("--min-tests", "-1"), "--min-tests must be at least 0 (got -1)"),
     (("--map", "g.problem=question"), "g.problem=question: 'question' is not a canonical field (one of: problem,"),
+    (("--map", "g.sol=answer", "--map", "g.sol=response"), "--map 'g.sol=response': g.sol is already mapped to 'answer'"),
+    (("--map", "g.sol=answer", "--map", "g.cot=answer"), "g.sol=answer and g.cot=answer: two fields mapped onto 'answer'"),
 ])
 def test_a_curate_flag_refused_before_any_work(fx, extra, needle):
     store = fx["w"] / "store-for-refused-flag"

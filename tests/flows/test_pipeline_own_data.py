@@ -93,6 +93,7 @@ def test_the_printed_template_reads_back_as_the_defaults(tmp_path):
 @pytest.mark.parametrize("extra, needle", [
     ({"sft": {"max_step": 4}}, "sft.max_step: unknown setting (did you mean max_steps?)"),
     ({"sources": {"taco": {"path": "x.jsonl", "layout": "tacoo"}}}, "sources.taco.layout must be one of"),
+    ({"demo": True}, "demo is on: the run would curate the bundled demo data and ignore your sources and benchmarks"),
 ])
 def test_a_bad_key_in_the_file_is_one_line_before_any_work(tmp_path, extra, needle):
     files = _files(tmp_path / "in")
@@ -100,6 +101,19 @@ def test_a_bad_key_in_the_file_is_one_line_before_any_work(tmp_path, extra, need
     r = klear("pipeline", "--config", path, "--store", tmp_path / "store")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode == 2 and len(lines) == 1 and f"--config {path}: " in lines[0] and needle in lines[0], r.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_field_map_no_row_matches_is_one_line_naming_the_source_s_key_before_any_work(tmp_path):
+    """Read as `klear curate` reads its --map before any work, named in the file's terms."""
+    files = _files(tmp_path / "in")
+    path = _config_file(tmp_path, files, sources={"mine": {"path": str(files["openr1"]), "layout": "openr1-math",
+                                                           "field_map": {"data.question": "problem"}}})
+    r = klear("pipeline", "--config", path, "--store", tmp_path / "store")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"klear: error: --config {path}: sources.mine.field_map: mine.data.question=problem: "
+                               "no row of source 'mine' has field 'data.question'"), r.stderr
     assert not (tmp_path / "store").exists()
 
 
