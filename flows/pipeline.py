@@ -30,7 +30,6 @@ from flows.curate import curate
 from flows.prefect_ui import WHERE_NOTE, ConfigForm, flow_run_namer, one_line_failures
 from flows.verify import verify
 from storage.checkpoints import recorded_checkpoint_id
-from storage.keys import hash_file, hash_json
 from storage.refs import DatasetRef
 from storage.store import Store, resolve_store
 from tasks.curation.config import CurateConfig
@@ -56,21 +55,22 @@ def demo_data_task(store: str, seed: int, scale: float = 1.0) -> tuple[dict, dic
     return ({k: str(v) for k, v in files.sources().items()}, {k: str(v) for k, v in files.benchmarks().items()})
 
 
-def _base_dir(store: str, preset: str, seed: int, sources: dict[str, str]) -> Path:
-    return base_model_dir(store, preset, seed, hash_json({n: hash_file(p) for n, p in sorted(sources.items())}))
+def _base_dir(store: str, preset: str, seed: int, dataset: str) -> Path:
+    return base_model_dir(store, preset, seed, dataset)  # a dataset version's id is the hash of its content
 
 
 @task(name="base-model", task_run_name="base-model", cache_policy=NONE)
-def base_model_task(store: str, preset: str, seed: int, sources: dict[str, str]) -> str:
-    """A random-init model whose tokenizer is trained on the sources' text; content-addressed."""
+def base_model_task(store: str, preset: str, seed: int, dataset: str) -> str:
+    """A random-init model whose tokenizer is trained on the text of the dataset SFT and RL train on (the rows
+    curation and verification kept: tasks/models/corpus.dataset_texts); content-addressed."""
     from storage.checkpoints import describe_checkpoint
-    from tasks.models.corpus import source_texts
+    from tasks.models.corpus import dataset_texts
     from tasks.models.factory import init_model
 
-    out = _base_dir(store, preset, seed, sources)
+    out = _base_dir(store, preset, seed, dataset)
     if finished(out):
         return str(out)
-    init_model(out, source_texts(sources.values()), preset=preset, seed=seed)
+    init_model(out, dataset_texts(store, dataset), preset=preset, seed=seed)
     row = describe_checkpoint(out, "base", None, None, {"preset": preset, "seed": seed})
     Store(store).catalog.insert_once("checkpoints", row)
     return str(out)
@@ -172,8 +172,8 @@ def pipeline(config: Annotated[PipelineConfig, PIPELINE_FORM] = PipelineConfig()
             st.figure = f"{config.base_model} ({base})"
     if not base:
         with stages.stage("base-model") as st:
-            st.cached = finished(_base_dir(store, config.model_preset, config.seed, sources))
-            base = base_model_task(store, config.model_preset, config.seed, sources)
+            st.cached = finished(_base_dir(store, config.model_preset, config.seed, dataset))
+            base = base_model_task(store, config.model_preset, config.seed, dataset)
             st.figure = f"{config.model_preset} preset"
     if config.gpu_pool:
         base = shared_path(base)

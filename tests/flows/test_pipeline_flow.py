@@ -84,9 +84,10 @@ def test_pipeline_smallest_size(prefect_server, small_store, capsys):
 
     pipeline(dataclasses.replace(_config(store), min_tests=17))
     third = {name: how for name, how, _ in _stage_ends(capsys.readouterr().err)}
-    assert {n for n, how in third.items() if how == "cached"} == {"curate", "base-model", "eval-base"}
-    assert {n for n, how in third.items() if how == "computed"} == {"verify", "sft", "tag-difficulty", "rl",
-                                                                     "eval-sft", "eval-rl"}
+    # the base model's tokenizer is trained on the dataset's text (tasks/models/corpus.dataset_texts): it reruns too
+    assert {n for n, how in third.items() if how == "cached"} == {"curate"}
+    assert {n for n, how in third.items() if how == "computed"} == {"verify", "base-model", "eval-base", "sft",
+                                                                     "tag-difficulty", "rl", "eval-sft", "eval-rl"}
 
 
 def test_pipeline_two_rl_stages(prefect_server, small_store, capsys):
