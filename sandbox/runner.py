@@ -955,6 +955,8 @@ def _serve(ns):
                              for c, old in zip(table, before)]
                 elif op == "getattr":
                     result = getattr(target, str(req.get("name")))
+                elif op == "plain_truth":  # Python's rule for a type with neither __bool__ nor __len__: true
+                    result = not any(hasattr(type(target), m) for m in ("__bool__", "__len__"))
                 elif op == "iter":
                     result = iter(target)
                 elif op == "next":
@@ -998,7 +1000,9 @@ class RemoteError(Exception):
 
 class Remote:
     """A value of the program's that is not plain data. It can be called, have attributes read, be
-    iterated; it equals only itself and has no truth value or length the program could decide."""
+    iterated; it equals only itself and has no truth value or length the program could decide: an object
+    whose type defines neither `__bool__` nor `__len__` is true, as in Python (`while node:` over the
+    program's linked list), and any other has no truth here."""
 
     __slots__ = ("_id", "_type", "_conn")
 
@@ -1032,6 +1036,8 @@ class Remote:
         return hash(("remote", self._id))
 
     def __bool__(self):
+        if self._conn.request("plain_truth", self._id) is True:
+            return True
         raise TypeError(f"the truth of a {self._type} object from the program is not judged")
 
     def __len__(self):

@@ -81,3 +81,25 @@ def test_a_function_named_solution_is_called_in_the_program(runner):
     assert checks(runner, honest, SOLUTION_TESTS)[1] == ["accepted", "accepted"]
     assert checks(runner, "def solution(xs):\n    return 12\n", SOLUTION_TESTS)[1] == ["accepted", "wrong_answer"]
     assert checks(runner, "def other(xs):\n    return 12\n", SOLUTION_TESTS)[1] == ["runtime_error", "runtime_error"]
+
+
+# ------------------------------------------------ the program's objects in a condition: Python's default truth
+LINKED = ("class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val, self.next = val, next\n"
+          "def build(xs):\n    head = None\n    for x in reversed(xs):\n        head = ListNode(x, head)\n    return head\n")
+WALK = "def to_list(node):\n    out = []\n    while node:\n        out.append(node.val)\n        node = node.next\n    return out\n"
+
+
+def test_test_code_may_walk_the_programs_linked_list_with_while_node(runner):
+    reverse = ("def reverse(head):\n    prev = None\n    while head:\n        head.next, prev, head = prev, head, head.next\n"
+               "    return prev\n")
+    tests = WALK + "assert to_list(reverse(build([1, 2, 3]))) == [3, 2, 1]"
+    assert checks(runner, LINKED + reverse, tests)[1] == ["accepted"]
+    assert checks(runner, LINKED + "def reverse(head):\n    return head\n", tests)[1] == ["wrong_answer"]
+
+
+def test_an_object_whose_type_decides_its_own_truth_still_has_none_in_the_test_code(runner):
+    """`__bool__` or `__len__` of the program's own would let it decide the test's conditions."""
+    liar = ("class ListNode:\n    def __init__(self, val=0, next=None):\n        self.val, self.next = val, next\n"
+            "    def __bool__(self):\n        return True\n"
+            "def build(xs):\n    return ListNode(xs[0]) if xs else None\n")
+    assert checks(runner, liar, WALK + "assert to_list(build([1])) == [1]")[1] == ["runtime_error"]
