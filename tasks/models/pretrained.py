@@ -130,12 +130,14 @@ def model_ref_kind(value: str) -> str:
     """How a model reference (`--model`, `--base-model`, a pipeline's `base_model`) is read, without reading
     anything but the file system: "dir" (a directory holding config.json: a path always wins, so a folder
     named like a model is that folder), "name" (a model of PRETRAINED), "hub" (`owner/name` that is no
-    existing path: a Hugging Face Hub id), else "none"."""
+    existing path, and whose `owner` is no local directory either: `models/nomodel` beside a `models/` folder
+    is a mistyped path, said at once, not a Hub id waited on), else "none"."""
     if os.path.isfile(os.path.join(value, "config.json")):
         return "dir"
     if value in PRETRAINED:
         return "name"
-    if HUB_ID.fullmatch(value) and not os.path.exists(value) and ".." not in value:
+    if (HUB_ID.fullmatch(value) and not os.path.exists(value) and ".." not in value
+            and not os.path.isdir(value.split("/")[0])):
         return "hub"
     return "none"
 
@@ -176,6 +178,8 @@ def resolve_model(value: str, log=print) -> Path:
         return fetch(name, log=log) if name else fetch_hub(value, log=log)
     if os.path.isdir(value):
         raise FetchError(f"{value}: not a Hugging Face model directory (no config.json)")
+    if HUB_ID.fullmatch(value) and os.path.isdir(owner := value.split("/")[0]):
+        raise FetchError(f"{value}: no such model directory in {owner}/ (a local folder, so not read as a Hub id)")
     raise FetchError(f"{value}: no such model directory, nor a pretrained model's name "
                      f"({', '.join(sorted(PRETRAINED))}), nor a Hub id (owner/name)")
 

@@ -2,6 +2,7 @@
 pretrained model's name or a Hub id, each read one way; a Hub id of a registered model is that model (its
 carrier when the Hub is away); a cached fetch asks nothing; one line naming the flag otherwise. The Hub is kept
 offline (HF_HUB_OFFLINE=1), so nothing here reaches a network."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,6 +41,9 @@ def test_each_reference_is_read_one_way(tmp_path, monkeypatch):
     assert model_ref_kind("smollm2-135m-instruct") == "name"
     assert model_ref_kind("Qwen/Qwen2.5-0.5B-Instruct") == "hub"
     assert model_ref_kind("runs") == "none"  # a folder without config.json
+    assert model_ref_kind("runs/sfft") == "none"  # a mistyped path in a local folder, not a Hub id to wait on
+    with pytest.raises(FetchError, match=r"^runs/sfft: no such model directory in runs/ \(a local folder"):
+        resolve_model("runs/sfft")
     assert model_ref_kind("a/b/c") == "none" and model_ref_kind("../x") == "none"
     (tmp_path / "smollm2-135m-instruct").mkdir()
     (tmp_path / "smollm2-135m-instruct" / "config.json").write_text("{}")
@@ -105,7 +109,8 @@ def test_a_pipeline_on_a_pretrained_base_is_sized_for_it_unless_told(tmp_path):
     assert base.sft == pretrained_sft() and base.rl == pretrained_rl() and base.sft.lr == 5e-5
     assert PipelineConfig(base_model="smollm2-135m-instruct", demo_scale=0.5, rl=demo_rl(0.5)).rl == pretrained_rl()
     given = TypeAdapter(PipelineConfig).validate_python({"base_model": "org/model", "sft": {"lr": 1e-5}})
-    assert given.sft.lr == 1e-5 and given.sft.epochs == 3  # an sft of its own is kept as given
+    # an sft of its own is kept as given; what it leaves out is the pretrained sizing's
+    assert given.sft == dataclasses.replace(pretrained_sft(), lr=1e-5)
     assert given.rl == pretrained_rl()
 
 
