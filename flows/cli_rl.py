@@ -26,8 +26,8 @@ def rl(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="HF model directory (usually the SFT checkpoint), pretrained "
                               "name or Hub id; with --dry-run also a model shape (" + ", ".join(SHAPES) + ")"),
-    data: Optional[str] = typer.Option(None, "--data", help="A store (its current problems) or a canonical "
-                                       ".jsonl/.parquet (required unless --dry-run)"),
+    data: Optional[str] = typer.Option(None, "--data", help="A store (its current problems), STORE#VERSION (a dataset version it holds) or a "
+                                       "canonical .jsonl/.parquet (required unless --dry-run)"),
     out: Optional[str] = typer.Option(None, "--out", help="Output directory (HF checkpoint + checkpoints/ + "
                                       "metrics; required unless --dry-run)"),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Processes (GPUs) for torchrun (--strategy "
@@ -104,7 +104,7 @@ def rl(
 def ablate(
     model: str = typer.Option(..., "--model", help="HF model directory (or pretrained name, Hub id) every run "
                               "starts from"),
-    data: str = typer.Option(..., "--data", help="A store (its current problems) or a canonical .jsonl/.parquet"),
+    data: str = typer.Option(..., "--data", help="A store (its current problems), STORE#VERSION (one of its dataset versions) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Directory of the runs (one content-addressed directory each)"),
     benchmark: str = typer.Option(..., "--benchmark", help="Held-out canonical file (NAME=PATH or PATH)"),
     vary: Optional[list[str]] = typer.Option(None, "--vary", help="FIELD=V1,V2: an RL setting and its values "

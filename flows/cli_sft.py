@@ -19,7 +19,7 @@ from tasks.training.config import SFTConfig
 def sft(
     model: str = typer.Option(..., "--model", help="HF model directory, pretrained model name (klear model "
                               "list) or Hub id to start from"),
-    data: str = typer.Option(..., "--data", help="A store (its curated problems) or a canonical .jsonl/.parquet"),
+    data: str = typer.Option(..., "--data", help="A store (its curated problems), STORE#VERSION (one of its dataset versions) or a canonical .jsonl/.parquet"),
     out: str = typer.Option(..., "--out", help="Output directory (HF checkpoint + checkpoints/ + metrics)"),
     nproc: int = typer.Option(1, "--nproc", help="Processes (GPUs) for torchrun; 1 trains in this process"),
     nnodes: Optional[int] = NNodesOpt,
