@@ -370,7 +370,8 @@ class ConfigForm:
         hints = typing.get_type_hints(self.cls)
         for name in self.folded:
             if name in props:
-                props[name] = _folded(name, props[name], _dataclasses_in(hints.get(name)))
+                props[name] = _folded(name, props[name], _dataclasses_in(hints.get(name)),
+                                      name in getattr(self.cls, "NESTED_DEFAULTS", ()))
         return schema
 
 
@@ -427,14 +428,17 @@ def _refs(prop: dict) -> list[str]:
     return found + (_refs(prop["items"]) if isinstance(prop.get("items"), dict) else [])
 
 
-def _folded(name: str, prop: dict, configs: list[type]) -> dict:
-    """One JSON box for a nested config: an object (or null, when optional) with the field's description."""
+def _folded(name: str, prop: dict, configs: list[type], own_defaults: bool = False) -> dict:
+    """One JSON box for a nested config: an object (or null, when optional) with the field's description.
+    `own_defaults`: the outer config completes a partial box from the defaults the box shows (its
+    NESTED_DEFAULTS, e.g. PipelineConfig's `sft` and `rl`), not from the nested class's own."""
     nullable = any(b.get("type") == "null" for b in prop.get("anyOf", []))
     kind = {"anyOf": [{"type": "object"}, {"type": "null"}]} if nullable else {"type": "object"}
     keep = {k: prop[k] for k in ("description", "default") if k in prop}
     if configs:
         config = configs[0].__name__
-        note = f"JSON of {config}'s fields; a field left out takes {config}'s default"
+        note = (f"JSON of {config}'s fields; a field left out takes the value shown here" if own_defaults
+                else f"JSON of {config}'s fields; a field left out takes {config}'s default")
     else:  # a mapping of names to values (the pipeline's sources): its description says their shape
         note = "JSON"
     return {**kind, **keep, "title": name.replace("_", " ").title(),

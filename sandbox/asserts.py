@@ -241,23 +241,31 @@ def split_snippet(code: str, header: frozenset[str] = frozenset()) -> Snippet:
 def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
     """Free names the test code calls as the function under test; the checker keeps them the program's even
     where LiveCodeBench's header offers one (sandbox/runner.py header_helpers), so a program's own `factorial`
-    or `permutations` is the one judged, never the header's. A call `N(args)` of a free name tests N when its
-    arguments use no name of the program's and it is an assert's subject:
+    is the one judged, never the header's. Where a call could be either the function under test or a helper,
+    it is a helper: a helper taken for the program's would let a program that redefines it (`isclose`,
+    `sqrt`) judge itself, and fail an honest one that never binds it.
+
+    A call `N(args)` of a free name tests N when its arguments hold no value of the program's (no free name,
+    no name bound to what the program returned, no call of a function of the snippet's) and it is an
+    assert's subject:
 
     - the assert's whole test, the operand of `not`, an operand of `and`, or a side of a comparison whose
-      other sides call no free name;
-    - seen through what only carries its value: builtins (`str`, `abs`, `sorted`), arithmetic, a list, tuple
-      or set display, an index or attribute (`assert abs(add(2, 3) - 5) < 1e-9`, `assert [add(2, 3)] == [5]`);
+      other sides call no free name but N;
+    - seen through what only carries its value, whose other parts call no free name but N: builtins (`str`,
+      `abs`, `sorted`), arithmetic, a list, tuple or set display, an index or attribute (`assert abs(add(2, 3)
+      - 5) < 1e-9`, `assert (add(2, 3), add(1, 1)) == (5, 2)`, `assert factorial(5) == 5 * factorial(4)`);
     - through a name bound once at top level, to the call's value (`r = add(2, 3)`, then `assert r == 5`) or to
       the function itself (`f = add`, HumanEval's `candidate = add`, then `assert f(2, 3) == 5`).
 
-    A free name passed bare to a function of the snippet's (`check(add)`, a check called more than once) is
-    tested too. Helpers stay the header's: `isclose` in `assert isclose(hypot(3, 4), 5.0)` (its arguments use a
-    free name; they are looked at as the sides of a comparison, so `hypot` is tested), `sqrt` in `assert f(2)
-    == sqrt(4)` (the other side calls `f`) and in `expected = sqrt(4)` facing `f(2)`, and anything inside a
-    comprehension or lambda (`all(isclose(a, b) for a, b in zip(f(x), want))`)."""
+    A free name passed alone to a function of the snippet's (HumanEval's `check(add)`, called more than once)
+    is tested too. Helpers stay the header's: `sqrt` in `assert f(2) == sqrt(4)`, `abs(f(2) - sqrt(2)) <
+    1e-9` and `expected = sqrt(4)` facing `f(2)`; `isclose` in `isclose(f(x), 2.5)` and in `r = f(2)`, `assert
+    isclose(r, 2.5)`; a header constructor of the arguments (`f(deque([1, 2]))`); anything inside a
+    comprehension or lambda."""
     program = set(free) | {(a.asname or a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                            and n.module == "solution" and not n.level for a in n.names}
+    own_functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                       ast.ClassDef, ast.Lambda)) and hasattr(n, "name")}
     assigned: dict[str, list[ast.expr]] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -265,6 +273,7 @@ def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
     once = {n: v[0] for n, v in assigned.items() if len(v) == 1 and n not in free}
     aliases = {n: v.id for n, v in once.items() if isinstance(v, ast.Name) and v.id in free}
     values = {n: v for n, v in once.items() if n not in aliases}
+    derived = _program_values(tree, program | set(aliases), own_functions)
 
     def callee(node: ast.AST) -> str | None:  # the free name a call calls, through an alias
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -272,44 +281,47 @@ def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
             return name if name in free else None
         return None
 
-    def uses_free(node: ast.AST) -> bool:  # a name of the program's: free, an alias of one, or from `solution`
-        return any(isinstance(n, ast.Name) and (n.id in program or n.id in aliases) for n in ast.walk(node))
+    def holds_program_value(node: ast.AST) -> bool:
+        return any((isinstance(n, ast.Name) and n.id in derived)
+                   or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in own_functions)
+                   for n in ast.walk(node))
 
-    def calls_free(node: ast.AST, seen: frozenset = frozenset()) -> bool:
+    def called(node: ast.AST, seen: frozenset = frozenset()) -> set[str]:  # free names it calls, through names
+        found = set()
         for n in ast.walk(node):
-            if callee(n):
-                return True
-            if isinstance(n, ast.Name) and n.id in values and n.id not in seen and calls_free(values[n.id], seen | {n.id}):
-                return True
-        return False
+            if name := callee(n):
+                found.add(name)
+            elif isinstance(n, ast.Name) and n.id in values and n.id not in seen:
+                found |= called(values[n.id], seen | {n.id})
+        return found
 
     def subjects(node: ast.expr, seen: frozenset = frozenset()) -> set[str]:
         name = callee(node)
         if name is not None:
             args = [*node.args, *(k.value for k in node.keywords)]
-            return facing(args, seen) if any(uses_free(a) for a in args) else {name}
+            return set() if any(holds_program_value(a) for a in args) else {name}
         if isinstance(node, ast.Name) and node.id in values and node.id not in seen:
             return subjects(values[node.id], seen | {node.id})
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and hasattr(builtins, node.func.id):
-            parts = [*node.args, *(k.value for k in node.keywords)]
-        elif isinstance(node, ast.BinOp):
-            parts = [node.left, node.right]
-        elif isinstance(node, ast.UnaryOp):
-            parts = [node.operand]
-        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            parts = list(node.elts)
-        elif isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
-            parts = [node.value]
-        else:
-            return set()
-        return set().union(*(subjects(p, seen) for p in parts))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and hasattr(builtins, node.func.id)
+                and node.func.id not in own_functions and node.func.id not in derived):
+            return facing([*node.args, *(k.value for k in node.keywords)], seen)
+        if isinstance(node, ast.BinOp):
+            return facing([node.left, node.right], seen)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return facing(list(node.elts), seen)
+        if isinstance(node, ast.UnaryOp):
+            return subjects(node.operand, seen)
+        if isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+            return subjects(node.value, seen)
+        return set()
 
-    def facing(sides: list[ast.expr], seen: frozenset = frozenset()) -> set[str]:
-        """The subjects of the sides (of a comparison, or a helper's arguments) whose others call no free name."""
+    def facing(parts: list[ast.expr], seen: frozenset = frozenset()) -> set[str]:
+        """The subjects N of each part (a comparison's side, an operand, an argument of a builtin) whose other
+        parts call no free name but N."""
         found: set[str] = set()
-        for i, side in enumerate(sides):
-            if not any(calls_free(o) for o in sides[:i] + sides[i + 1:]):
-                found |= subjects(side, seen)
+        for i, part in enumerate(parts):
+            others = set().union(*(called(o) for o in parts[:i] + parts[i + 1:]))
+            found |= {n for n in subjects(part, seen) if others <= {n}}
         return found
 
     def tested_by(test: ast.expr) -> set[str]:
@@ -319,14 +331,54 @@ def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
             return set().union(*(tested_by(v) for v in test.values))
         return facing([test.left, *test.comparators] if isinstance(test, ast.Compare) else [test])
 
-    own_functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert):
             found |= tested_by(node.test)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own_functions:
-            found |= {aliases.get(a.id, a.id) for a in node.args if isinstance(a, ast.Name)} & set(free)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own_functions
+              and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Name)):
+            found |= {aliases.get(node.args[0].id, node.args[0].id)} & set(free)
     return found
+
+
+def _program_values(tree: ast.Module, program: set[str], own_functions: set[str]) -> set[str]:
+    """The names that may hold what the program made: `program` (its names, their aliases) and every name the
+    snippet binds otherwise than to a value of its own making — an assignment or `for` target whose value
+    uses such a name or calls a free or snippet function, and whatever a parameter, `with`, `except`,
+    comprehension or walrus binds (not followed: taken as the program's). Imports and the snippet's own
+    functions are not values."""
+    def pure(node: ast.AST, derived: set[str]) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Lambda, ast.comprehension, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+                return False
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and (n.id in derived or n.id in program):
+                return False
+            if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and hasattr(builtins, n.func.id)
+                                                and n.func.id not in own_functions):
+                return False
+        return True
+
+    bindings: list[tuple[list[str], ast.AST | None]] = []  # (names bound, the value they are bound from)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            value = node.value if not isinstance(node, ast.AugAssign) else ast.BinOp(node.target, node.op, node.value)
+            bindings.append((names, value))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            bindings.append(([n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)], node.iter))
+    assigned = {n for names, _ in bindings for n in names}
+    imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
+    derived = set(program) | (_bound_names(tree) - assigned - imported - own_functions)
+    changed = True
+    while changed:
+        changed = False
+        for names, value in bindings:
+            if value is not None and not set(names) <= derived and not pure(value, derived):
+                derived |= set(names)
+                changed = True
+    return derived
 
 
 def _literal(node: ast.expr):

@@ -153,6 +153,8 @@ def test_a_partial_sft_or_rl_mapping_keeps_the_pipeline_defaults_it_leaves_out()
     assert cfg.rl == dataclasses.replace(demo_rl(), steps=3)
     cfg = adapter.validate_python({"demo_scale": 0.05, "rl": {"lr": 1e-5}})
     assert cfg.rl == dataclasses.replace(demo_rl(0.05), lr=1e-5)
+    # `rl` left out is sized to demo_scale as an empty `rl` is (and as `klear pipeline --scale` sizes it)
+    assert adapter.validate_python({"demo_scale": 0.05}).rl == adapter.validate_python({"demo_scale": 0.05, "rl": {}}).rl == demo_rl(0.05)
     base = adapter.validate_python({"base_model": "smollm2-135m-instruct", "sft": {"epochs": 2}})
     assert base.sft == dataclasses.replace(pretrained_sft(), epochs=2)
     with pytest.raises(Exception, match=r"sft\.epoch\b"):  # a misspelt key is still refused, not merged

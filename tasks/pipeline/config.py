@@ -80,19 +80,22 @@ def with_nested_defaults(values: object) -> object:
     completed from the defaults the pipeline shows for them (`klear pipeline --print-config`: "absent: the
     default shown"), not from SFTConfig's and RLConfig's own: `sft: {epochs: 1}` keeps the demo's lr, packs
     and batch. With a `base_model` the keys left out come from the pretrained sizing (pretrained_sft,
-    pretrained_rl); `rl` from demo_rl at the mapping's `demo_scale`, as `klear pipeline --scale` sizes it.
+    pretrained_rl); `rl` from demo_rl at the mapping's `demo_scale`, as `klear pipeline --scale` sizes it —
+    also when `rl` is left out, so `{demo_scale: 0.05}` and `{demo_scale: 0.05, rl: {}}` are one run.
     Anything else (a config instance, a value of the wrong type) is left to validation as it is."""
     import dataclasses
+    import math
 
     if not isinstance(values, dict):
         return values
     pretrained = bool(values.get("base_model"))
     scale = values.get("demo_scale", 1.0)
+    scale = scale if isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0 else 1.0
     bases = {"sft": pretrained_sft if pretrained else _demo_sft,
-             "rl": pretrained_rl if pretrained else (lambda: demo_rl(scale if isinstance(scale, (int, float)) else 1.0))}
+             "rl": pretrained_rl if pretrained else (lambda: demo_rl(scale))}
     out = dict(values)
     for key, base in bases.items():
-        given = values.get(key)
+        given = values.get(key, {} if key == "rl" and not pretrained and "demo_scale" in values else None)
         if isinstance(given, dict):
             out[key] = {**{f.name: getattr(base(), f.name) for f in dataclasses.fields(base())}, **given}
     return out
@@ -150,6 +153,9 @@ class PipelineConfig:
     # the settings `klear pipeline` has a flag for; every other one is reached by a deployment's parameters
     # (or the config a run is given), so its errors name no flag
     FLAGS: ClassVar[dict[str, str]] = {"store": "--store", "seed": "--seed", "demo_scale": "--scale"}
+    # the nested configs a partial mapping of which is completed from this config's defaults, not the nested
+    # class's own (with_nested_defaults); the deployment form says so in their boxes
+    NESTED_DEFAULTS: ClassVar[tuple[str, ...]] = ("sft", "rl")
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source, handler):

@@ -33,8 +33,8 @@ def test_a_program_without_the_header_named_function_under_test_fails_its_tests(
     "assert (add(2, 3), add(1, 1)) == (5, 2)",
     "assert add(2, 3) + 0 == 5",
     "f = add\nassert f(2, 3) == 2 + 3",
-    "assert isclose(add(2, 3), 5.0)",
-], ids=["bound", "and", "abs", "str", "list", "tuple", "arithmetic", "alias", "isclose"])
+    "assert add(2, 3) == add(1, 0) + 4",
+], ids=["bound", "and", "abs", "str", "list", "tuple", "arithmetic", "alias", "both-sides"])
 def test_a_header_named_function_under_test_in_any_shape_is_the_programs(runner, shape):
     tests = f"{shape}\nassert mult3(1) == 3"
     assert checks(runner, ADD_ZERO, tests)[1] == ["wrong_answer", "accepted"]
@@ -63,11 +63,23 @@ def test_an_honest_function_named_like_a_header_iterator_is_judged_by_its_own_va
     "expected = sqrt(16)\nassert f(16) == expected",
     "assert f(16) == sqrt(16)",
     "assert all(isclose(a, b) for a, b in zip([f(16)], [4.0]))",
-], ids=["bound-expected", "facing", "comprehension"])
+    "assert abs(f(16) - sqrt(16)) < 1e-9",
+    "r = f(16)\nassert isclose(r, 4.0)",
+    "for x, want in [(16, 4.0)]:\n    got = f(x)\n    assert isclose(got, want)",
+    "def check(cmp, got, want):\n    assert cmp(got, want)\ncheck(isclose, f(16), 4.0)\ncheck(isclose, f(16), 4.0)",
+], ids=["bound-expected", "facing", "comprehension", "difference", "bound-value", "loop-value", "passed-helper"])
 def test_a_program_that_redefines_a_helper_of_the_expected_value_cannot_judge_itself(runner, tests):
     hostile = "def sqrt(x):\n    return 0\ndef isclose(*a, **k):\n    return True\ndef f(x):\n    return 0\n"
-    assert checks(runner, hostile, tests)[1] == ["wrong_answer"]
-    assert checks(runner, "def f(x):\n    return 4.0\n", tests)[1] == ["accepted"]
+    assert set(checks(runner, hostile, tests)[1]) == {"wrong_answer"}
+    assert set(checks(runner, "def f(x):\n    return 4.0\n", tests)[1]) == {"accepted"}
+
+
+@pytest.mark.parametrize("tests", ["assert f(deque([1, 2])) == 3", "assert f(Counter('aab')) == 2"],
+                         ids=["deque", "Counter"])
+def test_a_header_constructor_of_the_arguments_stays_the_headers(runner, tests):
+    """An honest program binds no `deque` of its own: taken for the function under test, it was a NameError."""
+    honest = "def f(q):\n    return max(q.values()) if isinstance(q, dict) else sum(q)\n"
+    assert checks(runner, honest, tests)[1] == ["accepted"]
 
 
 # ------------------------------------------------ a function under test named `solution`
