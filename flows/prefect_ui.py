@@ -437,8 +437,8 @@ def _folded(name: str, prop: dict, configs: list[type], own_defaults: bool = Fal
     keep = {k: prop[k] for k in ("description", "default") if k in prop}
     if configs:
         config = configs[0].__name__
-        note = (f"JSON of {config}'s fields; a field left out takes the value shown here" if own_defaults
-                else f"JSON of {config}'s fields; a field left out takes {config}'s default")
+        left_out = "the value shown here" if own_defaults else f"{config}'s default"
+        note = f"JSON of {config}'s fields; a field left out takes {left_out}"
     else:  # a mapping of names to values (the pipeline's sources): its description says their shape
         note = "JSON"
     return {**kind, **keep, "title": name.replace("_", " ").title(),

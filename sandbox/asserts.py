@@ -265,7 +265,7 @@ def tested_names(tree: ast.Module, free: set[str]) -> set[str]:
     program = set(free) | {(a.asname or a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                            and n.module == "solution" and not n.level for a in n.names}
     own_functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                       ast.ClassDef, ast.Lambda)) and hasattr(n, "name")}
+                                                                       ast.ClassDef))}
     assigned: dict[str, list[ast.expr]] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -351,7 +351,7 @@ def _program_values(tree: ast.Module, program: set[str], own_functions: set[str]
         for n in ast.walk(node):
             if isinstance(n, (ast.Lambda, ast.comprehension, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
                 return False
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and (n.id in derived or n.id in program):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in derived:
                 return False
             if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and hasattr(builtins, n.func.id)
                                                 and n.func.id not in own_functions):

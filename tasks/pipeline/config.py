@@ -97,7 +97,8 @@ def with_nested_defaults(values: object) -> object:
     for key, base in bases.items():
         given = values.get(key, {} if key == "rl" and not pretrained and "demo_scale" in values else None)
         if isinstance(given, dict):
-            out[key] = {**{f.name: getattr(base(), f.name) for f in dataclasses.fields(base())}, **given}
+            shown = base()
+            out[key] = {**{f.name: getattr(shown, f.name) for f in dataclasses.fields(shown)}, **given}
     return out
 
 
